@@ -1,0 +1,16 @@
+"""sensbook: sensitivity profiles and the parameter-space geometry of transformers.
+
+Companion package of the executable book following Kövér, Butoi, Svete, Hahn & Cotterell,
+"Understanding the Parameter Space Geometry of Transformers Encoding Boolean Functions"
+(ICML 2026).
+"""
+from .boolean import (FIRST, MAJORITY, MAX_EXHAUSTIVE_N, PARITY, BooleanFunction, Constant,
+                      Dictator, Majority, Parity, TruthTable, index_to_strings, random_function,
+                      random_function_expected_profile, sparse_majority, sparse_parity, strings,
+                      strings_to_index)
+from .model import INITS, Recognizer, Trace, blowup, num_parameters, positional_features
+from .profile import (ACCEPT, NONFINITE, REJECT, UNDECIDED, Profile, classify, profile_from_table,
+                      sampled_profile, sensitivity_profile, truth_table, zero_sensitivity_count)
+from .scale import SCALES, banner, device, pick, progress, scale, set_scale
+
+__version__ = "0.1.0"

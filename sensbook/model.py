@@ -1,0 +1,317 @@
+"""The paper's transformer recognizer, for a population of P parameter draws at once.
+
+Input x in {0,1}^N, then an end token ``eos`` at position N+1. With S = N+1 positions:
+
+    y^0_n = E[x_n] + phi(n) P_pos                    embedding + fixed positional features
+    a     = MHA(y^{l-1})                             H heads of softmax attention, scores / sqrt(D/H)
+    u     = LN_eps(y^{l-1} + a)                      post-LN after attention ...
+    y^l   = LN_eps(u + W2 ReLU(W1 u + b1) + b2)      ... and after the feed-forward block
+    T     = w . y^L_{N+1} + omega                    scalar output read at eos
+
+    LN_eps(d) = (d - mean(d)) / sqrt(var(d) + eps),  var over the D coordinates
+
+Accept when T >= xi, reject when T <= -xi (see :func:`sensbook.classify`).
+
+The modelling CHOICES (``paper-notes.md``), each made here once:
+
+* **Layer norm**: post-LN after every sublayer (two per layer), as in Chiang & Cholak (2022),
+  whose exact PARITY/FIRST transformers this model holds; no learnable gain or bias (a gain
+  would be absorbed by the next affine map). All 2L layer norms count in the blowup.
+* **eps = 0** on a zero-variance input: LN_0 is undefined there; we let IEEE arithmetic say so
+  (0 * inf = NaN), so the output T is NaN and the profiler counts that string as *non-finite*,
+  never as a class. The coefficient z = 1/sqrt(var + eps) is +inf and so is the blowup.
+* **Positional features** phi(n) = (n/(N+1), (-1)^n, 1[n=1]), bounded in n, mapped to R^D by a
+  learned 3 x D matrix: the features the constructions use.
+* **Heads** H with d_head = D/H; attention and FFN have biases; FFN width F (default 4D).
+
+Shapes: every parameter carries a leading population axis P; ``x`` is (B, N) (the same strings
+for every model) or (P, B, N); the output is (P, B).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as Fn
+from torch import nn
+
+from .boolean import check_n, check_strings
+
+INITS = ("uniform", "gaussian", "xavier_uniform", "xavier_normal")
+EOS = 2  # token ids: 0, 1, eos
+
+
+def positional_features(N: int, *, device=None, dtype=torch.float32) -> torch.Tensor:
+    """phi(n) = (n/(N+1), (-1)^n, 1[n=1]) for n = 1..N+1: shape (N+1, 3), bounded in n."""
+    n = torch.arange(1, N + 2, device=device, dtype=dtype)
+    return torch.stack([n / (N + 1), 1 - 2 * (n % 2), (n == 1).to(dtype)], dim=-1)
+
+
+def num_parameters(D: int, L: int, H: int = 1, F: int | None = None) -> int:
+    """M, the dimension of parameter space (H does not change it: d_head = D/H).
+
+    M = 3D (tokens 0, 1, eos) + 3D (positional map) + L (4D^2 + 4D + 2DF + F + D) + D + 1.
+    """
+    F = 4 * D if F is None else F
+    return 6 * D + L * (4 * D * D + 4 * D + 2 * D * F + F + D) + D + 1
+
+
+@dataclass
+class Trace:
+    """The internals the theory talks about, for each model and string (shapes (P, B, ...)).
+
+    ``variances[..., j, n]``: var of the input of layer norm j (j = 0..2L-1, two per layer)
+    at position n; ``z = 1/sqrt(var + eps)``; ``tau[..., j] = max_n (1 + z)`` (per-LN blowup);
+    ``beta = prod_j tau[..., j]`` (cumulative blowup, Lemma 2.9); ``inputs`` (optional) the LN
+    inputs themselves, shape (P, B, 2L, N+1, D).
+    """
+
+    variances: torch.Tensor
+    z: torch.Tensor
+    tau: torch.Tensor
+    beta: torch.Tensor
+    inputs: torch.Tensor | None = None
+
+
+class Recognizer(nn.Module):
+    """P independent transformer recognizers (:mod:`sensbook.model` gives the equations).
+
+    Build a random population with :meth:`random`, or explicit parameters with
+    :meth:`from_parameters`. ``model(x)`` gives T of shape (P, B); :meth:`trace` also returns
+    layer-norm variances and blowups.
+    """
+
+    def __init__(self, P: int = 1, D: int = 16, L: int = 2, H: int = 1, F: int | None = None,
+                 eps: float = 0.0, *, device=None, dtype=torch.float32):
+        super().__init__()
+        for name, v, lo in (("P", P, 1), ("D", D, 2), ("L", L, 1), ("H", H, 1)):
+            if isinstance(v, bool) or not isinstance(v, int) or v < lo:
+                raise ValueError(f"{name} must be an integer >= {lo}, got {v!r}")
+        if D % H:
+            raise ValueError(f"D={D} must be divisible by the number of heads H={H}")
+        F = 4 * D if F is None else F
+        if isinstance(F, bool) or not isinstance(F, int) or F < 1:
+            raise ValueError(f"F must be an integer >= 1, got {F!r}")
+        self.P, self.D, self.L, self.H, self.F = P, D, L, H, F
+        self.eps = eps
+        kw = dict(device=device, dtype=dtype)
+        z = lambda *s: nn.Parameter(torch.zeros(P, *s, **kw))
+        self.tok, self.pos = z(3, D), z(3, D)
+        self.layers = nn.ModuleList()
+        for _ in range(L):
+            layer = nn.Module()
+            for m in ("Wq", "Wk", "Wv", "Wo"):
+                setattr(layer, m, z(D, D))
+            for b in ("bq", "bk", "bv", "bo", "b2"):
+                setattr(layer, b, z(D))
+            layer.W1, layer.b1, layer.W2 = z(D, F), z(F), z(F, D)
+            self.layers.append(layer)
+        self.w, self.omega = z(D), z()
+
+    # ---- parameters -----------------------------------------------------------------------
+    @property
+    def eps(self) -> float:
+        return self._eps
+
+    @eps.setter
+    def eps(self, value):
+        if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
+            raise ValueError(f"eps must be a finite number >= 0, got {value!r}")
+        self._eps = float(value)
+
+    @property
+    def device(self):
+        return self.w.device
+
+    @property
+    def dtype(self):
+        return self.w.dtype
+
+    @property
+    def M(self) -> int:
+        return num_parameters(self.D, self.L, self.H, self.F)
+
+    def flat(self) -> torch.Tensor:
+        """theta as a (P, M) tensor (a copy), in the fixed order of ``named_parameters``."""
+        return torch.cat([p.detach().reshape(self.P, -1) for p in self.parameters()], dim=1)
+
+    @torch.no_grad()
+    def set_flat(self, theta: torch.Tensor) -> "Recognizer":
+        """Load theta of shape (P, M) (the inverse of :meth:`flat`)."""
+        if tuple(theta.shape) != (self.P, self.M):
+            raise ValueError(f"theta must have shape (P, M) = {(self.P, self.M)}, got {tuple(theta.shape)}")
+        i = 0
+        for p in self.parameters():
+            n = p[0].numel()
+            p.copy_(theta[:, i:i + n].reshape(p.shape))
+            i += n
+        return self
+
+    def like(self, P: int | None = None) -> "Recognizer":
+        """A zero-initialised population with the same architecture, eps, device and dtype."""
+        return Recognizer(self.P if P is None else P, self.D, self.L, self.H, self.F, self.eps,
+                          device=self.device, dtype=self.dtype)
+
+    def select(self, idx) -> "Recognizer":
+        """The sub-population ``idx`` (an index, list, slice or bool mask) as a new model."""
+        theta = self.flat()[idx]
+        theta = theta.reshape(-1, self.M)
+        return self.like(theta.shape[0]).set_flat(theta)
+
+    @classmethod
+    def from_parameters(cls, params: dict, *, eps: float = 0.0, H: int = 1, device=None,
+                        dtype=torch.float64) -> "Recognizer":
+        """A model from explicit arrays named as in ``named_parameters()`` (P = 1 if unbatched).
+
+        Keys: ``tok`` (3, D), ``pos`` (3, D), ``layers.{l}.{Wq,Wk,Wv,Wo}`` (D, D) (x @ W
+        convention), ``layers.{l}.{bq,bk,bv,bo,b2}`` (D,), ``layers.{l}.W1`` (D, F),
+        ``layers.{l}.b1`` (F,), ``layers.{l}.W2`` (F, D), ``w`` (D,), ``omega`` (). Missing
+        keys are zero; unknown keys or wrong shapes are errors.
+        """
+        t = {k: torch.as_tensor(v, dtype=dtype) for k, v in params.items()}
+        D = t["tok"].shape[-1]
+        L = 1 + max((int(k.split(".")[1]) for k in t if k.startswith("layers.")), default=0)
+        F = next((v.shape[-1] for k, v in t.items() if k.endswith(".W1")), 4 * D)
+        batched = t["tok"].dim() == 3
+        P = t["tok"].shape[0] if batched else 1
+        model = cls(P, D, L, H, F, eps, device=device, dtype=dtype)
+        own = dict(model.named_parameters())
+        with torch.no_grad():
+            for k, v in t.items():
+                if k not in own:
+                    raise ValueError(f"unknown parameter {k!r}; known: {sorted(own)}")
+                want = own[k].shape if batched else own[k].shape[1:]
+                if tuple(v.shape) != tuple(want):
+                    raise ValueError(f"parameter {k!r} must have shape {tuple(want)}, got {tuple(v.shape)}")
+                own[k].copy_(v.reshape(own[k].shape))
+        return model
+
+    @classmethod
+    def random(cls, P: int = 1, D: int = 16, L: int = 2, H: int = 1, F: int | None = None,
+               eps: float = 0.0, *, init: str = "uniform", scale: float = 1.0, seed: int = 0,
+               device=None, dtype=torch.float32) -> "Recognizer":
+        """P independent random models, seeded (the same seed gives the same models anywhere).
+
+        ``init``: ``uniform`` (every parameter uniform on [-scale, scale]: the theory's box Theta),
+        ``gaussian`` (N(0, scale^2)), ``xavier_uniform`` / ``xavier_normal`` (matrices by fan-in
+        and fan-out, times ``scale``; vectors uniform on +-scale/sqrt(fan_in), so every
+        parameter has a density and none is initialised to an exact constant).
+        """
+        if init not in INITS:
+            raise ValueError(f"init={init!r} is unknown; allowed: {', '.join(INITS)}")
+        if not (isinstance(scale, (int, float)) and math.isfinite(scale) and scale > 0):
+            raise ValueError(f"scale must be a finite number > 0, got {scale!r}")
+        model = cls(P, D, L, H, F, eps, device=device, dtype=dtype)
+        g = torch.Generator().manual_seed(int(seed))
+        with torch.no_grad():
+            for name, p in model.named_parameters():
+                shape = p.shape
+                u = lambda: torch.rand(shape, generator=g, dtype=torch.float64) * 2 - 1
+                n = lambda: torch.randn(shape, generator=g, dtype=torch.float64)
+                fan_in = shape[1] if len(shape) == 3 else model.D
+                fan_out = shape[2] if len(shape) == 3 else 1
+                if init == "uniform":
+                    v = scale * u()
+                elif init == "gaussian":
+                    v = scale * n()
+                elif len(shape) == 3:                         # a matrix: Xavier / Glorot
+                    a = math.sqrt(6 / (fan_in + fan_out))
+                    v = scale * (a * u() if init == "xavier_uniform" else a / math.sqrt(3) * n())
+                else:                                          # a vector or scalar
+                    v = scale * u() / math.sqrt(fan_in)
+                p.copy_(v)
+        return model
+
+    # ---- forward --------------------------------------------------------------------------
+    def _ln(self, d, rec):
+        """LN_eps over the last axis; ``rec`` collects (variance, input) when tracing."""
+        c = d - d.mean(-1, keepdim=True)
+        var = (c * c).mean(-1, keepdim=True)
+        if rec is not None:
+            rec.append((var.squeeze(-1), d))
+        return c / torch.sqrt(var + self._eps)
+
+    def _embed(self, x):
+        """y^0: (P, B, N+1, D) from x of shape (B, N) or (P, B, N)."""
+        x = check_strings(x)
+        if x.dim() == 2:
+            x = x.unsqueeze(0)
+        if x.dim() != 3 or x.shape[0] not in (1, self.P):
+            raise ValueError(f"x must have shape (B, N) or (P, B, N) with P={self.P}, got {tuple(x.shape)}")
+        N = check_n(x.shape[-1])
+        x = x.to(device=self.device, dtype=self.dtype)
+        e0, e1, eos = self.tok[:, 0], self.tok[:, 1], self.tok[:, EOS]       # (P, D)
+        bits = e0[:, None, None] + x.unsqueeze(-1) * (e1 - e0)[:, None, None]  # (P, B, N, D)
+        eos = eos[:, None, None].expand(self.P, bits.shape[1], 1, self.D)
+        h = torch.cat([bits, eos], dim=2)
+        phi = positional_features(N, device=self.device, dtype=self.dtype)   # (N+1, 3)
+        return h + torch.einsum("sf,pfd->psd", phi, self.pos).unsqueeze(1)
+
+    def _affine(self, h, W, b):
+        """h @ W + b per model: h (P, ..., Din), W (P, Din, Dout), b (P, Dout)."""
+        P, shape = h.shape[0], h.shape[1:-1]
+        out = torch.baddbmm(b.unsqueeze(1), h.reshape(P, -1, h.shape[-1]), W)
+        return out.reshape(P, *shape, W.shape[-1])
+
+    def _attention(self, h, lay, last_only):
+        """Multi-head softmax attention; only the eos query if ``last_only``."""
+        P, B, S, D = h.shape
+        H, dh = self.H, D // self.H
+        hq = h[:, :, -1:] if last_only else h
+        heads = lambda t: t.reshape(P * B, t.shape[2], H, dh).transpose(1, 2)   # (PB, H, s, dh)
+        q = heads(self._affine(hq, lay.Wq, lay.bq))
+        k = heads(self._affine(h, lay.Wk, lay.bk))
+        v = heads(self._affine(h, lay.Wv, lay.bv))
+        a = Fn.scaled_dot_product_attention(q, k, v)            # softmax(q k^T / sqrt(dh)) v
+        a = a.transpose(1, 2).reshape(P, B, hq.shape[2], D)
+        return self._affine(a, lay.Wo, lay.bo)
+
+    def _run(self, x, rec=None):
+        h = self._embed(x)
+        for i, lay in enumerate(self.layers):
+            last = rec is None and i == self.L - 1       # only eos matters at the top
+            if last:
+                h = self._ln(h[:, :, -1:] + self._attention(h, lay, True), rec)
+            else:
+                h = self._ln(h + self._attention(h, lay, False), rec)
+            f = self._affine(torch.relu(self._affine(h, lay.W1, lay.b1)), lay.W2, lay.b2)
+            h = self._ln(h + f, rec)
+        return (h[:, :, -1] * self.w.unsqueeze(1)).sum(-1) + self.omega.unsqueeze(1)
+
+    def forward(self, x) -> torch.Tensor:
+        """T(theta, x) for every model and string: shape (P, B)."""
+        return self._run(x)
+
+    @torch.no_grad()
+    def trace(self, x, *, inputs: bool = False):
+        """(T, :class:`Trace`): the output with layer-norm variances, z, tau and beta.
+
+        After a zero-variance layer norm at eps = 0 the later activations are NaN; that
+        string's beta is +inf (one factor is infinite) and its T is NaN.
+        """
+        rec = []
+        T = self._run(x, rec)
+        var = torch.stack([v for v, _ in rec], dim=2)             # (P, B, 2L, S)
+        z = 1 / torch.sqrt(var + self._eps)
+        tau = (1 + z).amax(-1)
+        beta = torch.where(torch.isinf(tau).any(-1), torch.inf, tau.prod(-1))
+        return T, Trace(var, z, tau, beta, torch.stack([d for _, d in rec], 2) if inputs else None)
+
+    def memory_per_string(self, N: int) -> int:
+        """Rough bytes of activations per input string (all P models); sizes profiler chunks."""
+        S = N + 1
+        per = self.P * S * (8 * self.D + 2 * self.F + 2 * self.H * S)
+        return per * torch.finfo(self.dtype).bits // 8
+
+    def extra_repr(self):
+        return f"P={self.P}, D={self.D}, L={self.L}, H={self.H}, F={self.F}, eps={self.eps}, M={self.M}"
+
+
+def blowup(model: Recognizer, x) -> torch.Tensor:
+    """Cumulative blowup beta^L(theta, x) = prod over layer norms of max_n (1 + z_n): (P, B).
+
+    Lemma 2.9: flipping one bit moves T by at most C beta(x) beta(x xor e_n) / N. Lemma 3.2:
+    for eps > 0, beta <= (1 + 1/sqrt(eps))^(2L) here (2L layer norms).
+    """
+    return model.trace(x)[1].beta

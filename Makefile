@@ -5,6 +5,8 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat requirements.txt pyproject.toml | cksum | cut -d' ' -f1)
 NBVAL := --nbval-lax --nbval-current-env --nbval-cell-timeout=1800 --ignore-glob='*.ipynb'
 JOBS ?= 2
+# Kernels and tests import sensbook from this checkout, whatever the editable install points at.
+export PYTHONPATH := $(CURDIR)
 
 .PHONY: setup book book-ci test unit chapters sync clean
 setup: $(STAMP)

@@ -293,11 +293,21 @@ def run_config(config: dict, *, device=None, progress: bool = False) -> dict:
     if config["dtype"] not in dtypes:
         raise ValueError(f"dtype must be one of {sorted(dtypes)}, got {config['dtype']!r}")
     dev = torch.device(device) if device is not None else _default_device()
+
+    threads = torch.get_num_threads()
+    if dev.type == "cpu":
+        torch.set_num_threads(1)   # tiny matrices: one thread is fastest; parallelise with workers
+    try:
+        return _run(config, N, f, seeds, pr, dev, dtypes[config["dtype"]], progress)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _run(config, N, f, seeds, pr, dev, dtype, progress):
     exmax, n_prof = int(config["exhaustive_max"]), int(config["n_profile"])
     n_test = None if N <= exmax else int(config["n_test"])
-
     t0 = time.time()
-    model = init_population(seeds, pr, device=dev, dtype=dtypes[config["dtype"]])
+    model = init_population(seeds, pr, device=dev, dtype=dtype)
     before = _profile(model, N, exmax, n_prof, seed=0)
     acc0 = accuracy(model, f, N, n_test=n_test)
     t1 = time.time()
@@ -322,3 +332,91 @@ def run_config(config: dict, *, device=None, progress: bool = False) -> dict:
         "seconds_total": time.time() - t0,
         "device": str(dev),
     }
+
+
+# ---- chapter 6: the sweep and its analysis -------------------------------------------------
+CH6_TARGETS = ("PARITY", "FIRST", "MAJORITY", "SPARSE_PARITY_2", "SPARSE_PARITY_3",
+               "SPARSE_PARITY_4", "SPARSE_MAJORITY_2", "SPARSE_MAJORITY_3", "SPARSE_MAJORITY_4")
+
+#: Sizes of chapter 6 at each scale (the one place they live; the chapter and the CLI read it).
+#: ``Ns``: lengths (MAJORITY is trained at N+1 when N is even); ``seeds``: models per cell;
+#: ``exhaustive_max``: largest N measured on all 2^N strings; above it accuracy uses ``n_test``
+#: held-out strings and the profile ``n_profile`` sampled strings (each with its N neighbours).
+CH6_SIZES = {
+    "ci": dict(Ns=[5, 10], seeds=3, steps=300, batch=64, exhaustive_max=12, n_test=4096,
+               n_profile=500, dtype="float32"),
+    "book": dict(Ns=[5, 10, 15, 20], seeds=4, steps=300, batch=64, exhaustive_max=15,
+                 n_test=8192, n_profile=1000, dtype="float32"),
+    "paper": dict(Ns=[5, 10, 15, 20, 25, 30, 40, 50, 64], seeds=16, steps=3000, batch=256,
+                  exhaustive_max=20, n_test=65536, n_profile=4000, dtype="float32"),
+}
+
+
+def ch6_length(name: str, N: int) -> int:
+    """The length a target is trained at for grid value N (MAJORITY needs odd N: N or N+1)."""
+    return N + 1 if name == "MAJORITY" and N % 2 == 0 else N
+
+
+def ch6_configs(Ns, seeds, steps, batch, exhaustive_max, n_test, n_profile, dtype="float32",
+                targets=CH6_TARGETS, protocol: Protocol | None = None) -> list:
+    """The configurations of chapter 6: one per (target, N), ``seeds`` models each."""
+    pr = (protocol or Protocol()).replace(steps=int(steps), batch=int(batch))
+    return [dict(target=t, N=ch6_length(t, N), seeds=list(range(int(seeds))), protocol=pr.to_dict(),
+                 exhaustive_max=int(exhaustive_max), n_test=int(n_test), n_profile=int(n_profile),
+                 dtype=dtype)
+            for N in Ns for t in targets]
+
+
+def ch6_sweep(scale: str, **overrides):
+    """Chapter 6's sweep at a scale (``CH6_SIZES``; ``overrides`` change single sizes)."""
+    from .sweep import Sweep
+
+    if scale not in CH6_SIZES:
+        raise ValueError(f"scale={scale!r} is not a scale; allowed: {', '.join(CH6_SIZES)}")
+    sizes = {**CH6_SIZES[scale], **overrides}
+    return Sweep("ch6", ch6_configs(**sizes), "sensbook.train:run_config")
+
+
+def reference_distance(target_fractions) -> float:
+    """R(f) = 1 - K_0(f)/2^N: the profile distance (TV) from target f to a constant function.
+
+    The book's thresholds are halfway points between the target and a constant function (the
+    low-sensitivity default): a model has *learned* f when its accuracy exceeds 1 - R/2 (what
+    a function gets that is right on all of f's zero-sensitivity strings and at chance on the
+    others) and its profile is within R/2 of f's.
+    """
+    return 1.0 - float(np.asarray(target_fractions)[0])
+
+
+def analyse(config: dict, result: dict, z: float = 3.0) -> dict:
+    """Per-seed numbers of one cell, with z-standard-error margins for sampled estimates.
+
+    Returns arrays over seeds: ``accuracy``, ``acc_se`` (binomial, 0 when exhaustive),
+    ``tv``, ``tv_margin`` (z/2 sum_k stderr_k, 0 when exact), ``avg_sens``, ``avg_sens_se``,
+    ``k0_frac`` (K_0/2^N or its estimate), ``k0_witnessed`` (a zero-sensitivity string was
+    found), ``learned`` (the criterion of :func:`reference_distance`, on point estimates), and
+    the target's ``R``, ``target_avg_sens``, ``target_k0_frac``.
+    """
+    N = int(config["N"])
+    a = result["after"]
+    acc = np.asarray(result["accuracy"])
+    n_acc = result["accuracy_strings"]
+    exact_acc = n_acc == 2**N
+    acc_se = np.zeros_like(acc) if exact_acc else np.sqrt(acc * (1 - acc) / n_acc)
+    frac, se = np.asarray(a["fractions"]), np.asarray(a["stderr"])
+    tfrac = np.asarray(result["target_fractions"])
+    k = np.arange(N + 1)
+    n_complete = np.asarray(a["counts"]).sum(-1)
+    avg = (frac * k).sum(-1) / np.maximum(frac.sum(-1), 1e-300)
+    var = (frac * k**2).sum(-1) / np.maximum(frac.sum(-1), 1e-300) - avg**2
+    avg_se = np.zeros_like(avg) if a["exact"] else np.sqrt(np.maximum(var, 0) / np.maximum(n_complete, 1))
+    R = reference_distance(tfrac)
+    tv = np.asarray(result["tv_after"])
+    learned = (acc > 1 - R / 2) & (tv < R / 2)
+    return dict(N=N, target=config["target"], name=result["name"], seeds=len(acc), accuracy=acc,
+                acc_se=acc_se, tv=tv, tv_margin=z / 2 * se.sum(-1), tv_before=np.asarray(result["tv_before"]),
+                avg_sens=avg, avg_sens_se=avg_se, k0_frac=frac[:, 0],
+                k0_frac_before=np.asarray(result["before"]["fractions"])[:, 0],
+                k0_witnessed=np.asarray(a["counts"])[:, 0] > 0, exact=bool(a["exact"]),
+                learned=learned, R=R, target_avg_sens=float((tfrac * k).sum()),
+                target_k0_frac=float(tfrac[0]), z=z)

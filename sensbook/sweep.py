@@ -1,0 +1,215 @@
+"""Sweeps: a list of configurations, each run once and stored on disk.
+
+A *sweep* is data: a name, a list of JSON-able configuration dicts and the (importable)
+function that runs one configuration. :func:`run_sweep`
+
+* stores each finished configuration as one JSON file under ``out/<sweep>/``, named by its
+  :func:`key`: a hash of the configuration, the package version and a fingerprint of the
+  source files that compute results (so changed code never reads stale results);
+* writes atomically (a temporary file in the same folder, flushed and fsynced, then
+  ``os.replace``), so a killed run leaves either the whole file or none;
+* skips what is already stored (re-running a finished sweep computes nothing) and so resumes
+  an interrupted sweep without losing finished work;
+* fans out over processes with :class:`concurrent.futures.ProcessPoolExecutor` (``workers``);
+  each worker stores its own result as soon as it finishes.
+
+A stored file holds its configuration and version; :meth:`Store.load` returns it only when both
+match exactly, so a result is never shown for a configuration other than the one asked for.
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib
+import json
+import os
+import pathlib
+import tempfile
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass, field
+
+# Source files whose code determines a result; their content is part of every key.
+_FINGERPRINTED = ("boolean.py", "model.py", "profile.py", "train.py")
+
+
+def version() -> str:
+    """The package version plus a fingerprint of the code that computes results."""
+    from . import __version__
+
+    h = hashlib.sha256()
+    here = pathlib.Path(__file__).resolve().parent
+    for name in _FINGERPRINTED:
+        h.update(name.encode())
+        h.update((here / name).read_bytes())
+    return f"{__version__}+{h.hexdigest()[:10]}"
+
+
+def canonical(config) -> str:
+    """The configuration as canonical JSON (sorted keys, no spaces); ValueError if not JSON-able."""
+    try:
+        return json.dumps(config, sort_keys=True, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"config must be JSON-serialisable (dicts, lists, str, int, finite float): {e}") from None
+
+
+def key(config, version_: str | None = None) -> str:
+    """A 20-hex-digit key of (configuration, version): changes when either changes."""
+    v = version() if version_ is None else version_
+    return hashlib.sha256(f"{v}\n{canonical(config)}".encode()).hexdigest()[:20]
+
+
+def results_dir() -> pathlib.Path:
+    """Where results live: ``$SENSBOOK_RESULTS`` if set, else ``results/`` (git-ignored)."""
+    return pathlib.Path(os.environ.get("SENSBOOK_RESULTS") or "results")
+
+
+@dataclass
+class Store:
+    """One JSON file per finished configuration, under ``root/<sweep name>/``."""
+
+    root: pathlib.Path
+    name: str
+    version: str = field(default_factory=version)
+
+    def __post_init__(self):
+        self.root = pathlib.Path(self.root)
+        if not self.name or any(c in self.name for c in "/\\") or self.name.startswith("."):
+            raise ValueError(f"name must be a plain folder name, got {self.name!r}")
+
+    @property
+    def folder(self) -> pathlib.Path:
+        return self.root / self.name
+
+    def path(self, config) -> pathlib.Path:
+        return self.folder / f"{key(config, self.version)}.json"
+
+    def load(self, config):
+        """The stored result of exactly this configuration and version, else None."""
+        p = self.path(config)
+        try:
+            rec = json.loads(p.read_text())
+        except (FileNotFoundError, json.JSONDecodeError):
+            return None
+        if rec.get("version") != self.version or canonical(rec.get("config")) != canonical(config):
+            return None
+        return rec["result"]
+
+    def done(self, config) -> bool:
+        return self.load(config) is not None
+
+    def save(self, config, result) -> pathlib.Path:
+        """Write atomically: temp file in the same folder, fsync, then ``os.replace``."""
+        p = self.path(config)
+        p.parent.mkdir(parents=True, exist_ok=True)
+        text = json.dumps({"version": self.version, "key": p.stem, "config": config,
+                           "result": result}, sort_keys=True)
+        fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f".{p.stem}.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "w") as fh:
+                fh.write(text)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.chmod(tmp, 0o644)
+            os.replace(tmp, p)
+        except BaseException:
+            pathlib.Path(tmp).unlink(missing_ok=True)
+            raise
+        return p
+
+
+def resolve(runner: str):
+    """``"package.module:function"`` -> the function (so workers can import it by name)."""
+    if not isinstance(runner, str) or ":" not in runner:
+        raise ValueError(f"runner must be 'module:function', got {runner!r}")
+    mod, fn = runner.split(":", 1)
+    return getattr(importlib.import_module(mod), fn)
+
+
+def _init_worker(threads):
+    """Worker start-up: a share of the cores each, so P workers do not oversubscribe the CPU."""
+    import torch
+
+    torch.set_num_threads(threads)
+
+
+def _run_one(root, name, version_, runner, config, kwargs):
+    """Compute one configuration and store it (runs in a worker process or in-process)."""
+    result = resolve(runner)(config, **kwargs)
+    Store(root, name, version_).save(config, result)
+    return result
+
+
+@dataclass
+class Sweep:
+    """A named list of configurations and the runner (``"module:function"``) of one."""
+
+    name: str
+    configs: list
+    runner: str
+
+    def __post_init__(self):
+        keys = [canonical(c) for c in self.configs]
+        if len(set(keys)) != len(keys):
+            raise ValueError("configs contains duplicates")
+        resolve(self.runner)
+
+
+def run_sweep(sweep: Sweep, out=None, *, workers: int = 1, progress: bool = True,
+              compute: bool = True, runner_kwargs: dict | None = None, mp_context=None):
+    """Results of every configuration of ``sweep``, in order: stored ones read, others computed.
+
+    Returns ``(results, stats)`` with ``stats = {"stored": k, "computed": m, "missing": j}``.
+    With ``compute=False`` nothing is computed and missing results are None. ``workers > 1``
+    runs missing configurations in a :class:`~concurrent.futures.ProcessPoolExecutor`
+    (``mp_context``, default "spawn", safe with torch and CUDA); each is stored as soon as it
+    finishes, so killing the sweep loses only the configurations in flight.
+    """
+    from .scale import progress as _progress
+
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise ValueError(f"workers must be an integer >= 1, got {workers!r}")
+    store = Store(results_dir() if out is None else out, sweep.name)
+    kwargs = dict(runner_kwargs or {})
+    results = [store.load(c) for c in sweep.configs]
+    todo = [i for i, r in enumerate(results) if r is None]
+    stats = {"stored": len(results) - len(todo), "computed": 0, "missing": 0}
+    if not compute:
+        stats["missing"] = len(todo)
+        return results, stats
+    bar = _progress(total=len(sweep.configs), desc=f"sweep {sweep.name}", disable=not progress)
+    bar.update(stats["stored"])
+    args = lambda i: (store.root, store.name, store.version, sweep.runner, sweep.configs[i], kwargs)
+    try:
+        if workers == 1 or len(todo) <= 1:
+            for i in todo:
+                results[i] = _run_one(*args(i))
+                stats["computed"] += 1
+                bar.update(1)
+        else:
+            import multiprocessing as mp
+            ctx = mp.get_context(mp_context or "spawn")
+            threads = max(1, (os.cpu_count() or 1) // workers)
+            with ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_init_worker,
+                                     initargs=(threads,)) as ex:
+                futures = {ex.submit(_run_one, *args(i)): i for i in todo}
+                for fut in as_completed(futures):
+                    results[futures[fut]] = fut.result()
+                    stats["computed"] += 1
+                    bar.update(1)
+    finally:
+        bar.close()
+    return results, stats
+
+
+# ---- the book's sweeps, by chapter ---------------------------------------------------------
+SWEEPS = {"ch6": "sensbook.train:ch6_sweep"}
+
+
+def get_sweep(chapter: str, scale: str) -> Sweep:
+    """The sweep of a chapter at a scale (``SWEEPS`` lists them)."""
+    from .scale import SCALES
+
+    if chapter not in SWEEPS:
+        raise ValueError(f"chapter={chapter!r} has no sweep; known: {', '.join(sorted(SWEEPS))}")
+    if scale not in SCALES:
+        raise ValueError(f"scale={scale!r} is not a scale; allowed: {', '.join(SCALES)}")
+    return resolve(SWEEPS[chapter])(scale)

@@ -1,0 +1,204 @@
+"""The sweep runner: keys, atomic storage, skip, resume after an exception or a hard kill."""
+import json
+import os
+import pathlib
+import signal
+import subprocess
+import sys
+
+import pytest
+
+import sensbook as sb
+from sensbook import sweep as sw
+from sensbook.cli import main
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+# A cheap runner. Every call is logged to $FAKE_LOG (one line per call); $FAKE_FAIL_AT=i makes
+# the call for config i raise, $FAKE_KILL_AT=i makes it SIGKILL its own process (once: the
+# variable names a marker file that is deleted first).
+def fake(config):
+    log = os.environ.get("FAKE_LOG")
+    if log:
+        with open(log, "a") as fh:
+            fh.write(f"{config['i']}\n")
+    if str(config["i"]) == os.environ.get("FAKE_FAIL_AT"):
+        raise RuntimeError(f"injected failure at {config['i']}")
+    marker = os.environ.get("FAKE_KILL_MARKER")
+    if marker and str(config["i"]) == os.environ.get("FAKE_KILL_AT") and os.path.exists(marker):
+        os.remove(marker)
+        os.kill(os.getpid(), signal.SIGKILL)
+    return {"square": config["i"] ** 2, "tag": config.get("tag")}
+
+
+def sweep(n=6, tag="a"):
+    return sb.Sweep("fake", [{"i": i, "tag": tag} for i in range(n)], "tests.test_sweep:fake")
+
+
+def calls(log):
+    return [int(l) for l in pathlib.Path(log).read_text().split()] if pathlib.Path(log).exists() else []
+
+
+def snapshot(folder):
+    return {p.name: p.read_bytes() for p in sorted(pathlib.Path(folder).glob("*.json"))}
+
+
+def test_keys_change_with_the_configuration_and_the_version():
+    c = {"a": 1, "b": [1, 2], "p": {"lr": 0.001}}
+    k = sb.key(c, "1.0")
+    assert k == sb.key({"p": {"lr": 0.001}, "b": [1, 2], "a": 1}, "1.0")     # order-free
+    assert k != sb.key({**c, "a": 2}, "1.0")
+    assert k != sb.key({**c, "p": {"lr": 0.002}}, "1.0")
+    assert k != sb.key(c, "1.1")
+    assert sb.key(c) == sb.key(c, sb.results_version())
+    assert sb.results_version().startswith(sb.__version__ + "+")
+
+
+def test_chapter6_configurations_have_distinct_keys_at_every_scale():
+    keys = set()
+    for scale in sb.SCALES:
+        cs = sb.ch6_sweep(scale).configs
+        ks = {sb.key(c) for c in cs}
+        assert len(ks) == len(cs)
+        keys |= ks
+    assert len(keys) == sum(len(sb.ch6_sweep(s).configs) for s in sb.SCALES)
+
+
+def test_non_json_configs_are_rejected():
+    with pytest.raises(ValueError, match="config"):
+        sb.key({"x": float("nan")})
+    with pytest.raises(ValueError, match="config"):
+        sb.key({"x": object()})
+
+
+def test_store_is_atomic_and_checks_config_and_version(tmp_path):
+    st = sb.Store(tmp_path, "s", version="v1")
+    c = {"i": 1}
+    assert st.load(c) is None
+    p = st.save(c, {"y": 2})
+    assert st.load(c) == {"y": 2} and p.parent == tmp_path / "s"
+    assert [q.name for q in (tmp_path / "s").iterdir()] == [p.name]          # no temp files left
+    assert sb.Store(tmp_path, "s", version="v2").load(c) is None             # other version
+    # a file whose recorded config differs (e.g. a hash collision or a hand edit) is not used
+    rec = json.loads(p.read_text()); rec["config"] = {"i": 2}; p.write_text(json.dumps(rec))
+    assert st.load(c) is None
+    p.write_text("{ truncated")                                               # a torn file
+    assert st.load(c) is None
+    with pytest.raises(ValueError, match="name"):
+        sb.Store(tmp_path, "../x")
+
+
+def test_rerun_skips_what_is_done(tmp_path, monkeypatch):
+    log = tmp_path / "log"
+    monkeypatch.setenv("FAKE_LOG", str(log))
+    res, stats = sb.run_sweep(sweep(), tmp_path, progress=False)
+    assert [r["square"] for r in res] == [i * i for i in range(6)]
+    assert stats == {"stored": 0, "computed": 6, "missing": 0} and calls(log) == list(range(6))
+    before = snapshot(tmp_path / "fake")
+    res2, stats2 = sb.run_sweep(sweep(), tmp_path, progress=False)
+    assert res2 == res and stats2 == {"stored": 6, "computed": 0, "missing": 0}
+    assert calls(log) == list(range(6)) and snapshot(tmp_path / "fake") == before
+    # a changed configuration is a new key: only it is computed
+    res3, stats3 = sb.run_sweep(sweep(7), tmp_path, progress=False)
+    assert stats3["computed"] == 1 and calls(log)[-1] == 6
+    # compute=False reads only
+    res4, stats4 = sb.run_sweep(sweep(3, tag="b"), tmp_path, progress=False, compute=False)
+    assert res4 == [None] * 3 and stats4["missing"] == 3
+
+
+def test_resume_after_an_exception_recomputes_nothing_and_loses_nothing(tmp_path, monkeypatch):
+    log = tmp_path / "log"
+    monkeypatch.setenv("FAKE_LOG", str(log))
+    monkeypatch.setenv("FAKE_FAIL_AT", "3")
+    with pytest.raises(RuntimeError, match="injected"):
+        sb.run_sweep(sweep(), tmp_path, progress=False)
+    assert len(snapshot(tmp_path / "fake")) == 3                              # 0, 1, 2 stored
+    kept = snapshot(tmp_path / "fake")
+    monkeypatch.delenv("FAKE_FAIL_AT")
+    res, stats = sb.run_sweep(sweep(), tmp_path, progress=False)
+    assert stats == {"stored": 3, "computed": 3, "missing": 0}
+    assert calls(log) == [0, 1, 2, 3, 3, 4, 5]                               # 3 failed, then ran once
+    after = snapshot(tmp_path / "fake")
+    assert all(after[k] == v for k, v in kept.items()) and len(after) == 6
+    assert [r["square"] for r in res] == [i * i for i in range(6)]
+
+
+SCRIPT = """
+import sys, sensbook as sb
+sys.path.insert(0, {root!r})
+from tests.test_sweep import sweep
+res, stats = sb.run_sweep(sweep(), {out!r}, workers={workers}, progress=False)
+print(stats)
+"""
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_killed_sweep_resumes(tmp_path, workers):
+    """SIGKILL midway (the process running config 3 kills itself): rerun, nothing lost or redone."""
+    log, marker = tmp_path / "log", tmp_path / "armed"
+    marker.touch()
+    env = {**os.environ, "FAKE_LOG": str(log), "FAKE_KILL_AT": "3", "FAKE_KILL_MARKER": str(marker),
+           "PYTHONPATH": str(ROOT), "SENSBOOK_PROGRESS": "0"}
+    code = SCRIPT.format(root=str(ROOT), out=str(tmp_path), workers=workers)
+    first = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert first.returncode != 0 and not marker.exists()                     # it was killed
+    kept = snapshot(tmp_path / "fake")
+    assert 3 not in [json.loads(v)["config"]["i"] for v in kept.values()]
+    if workers == 1:
+        assert len(kept) == 3                                                # 0, 1, 2 finished
+    done_first = set(calls(log)) - {3}
+    second = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert second.returncode == 0, second.stderr
+    after = snapshot(tmp_path / "fake")
+    assert len(after) == 6 and all(after[k] == v for k, v in kept.items())   # nothing lost
+    stored_first = {json.loads(v)["config"]["i"] for v in kept.values()}
+    redone = calls(log)[len(calls(log)) - (6 - len(kept)):]
+    assert set(redone) == set(range(6)) - stored_first                       # nothing recomputed
+    assert f"'stored': {len(kept)}" in second.stdout
+    assert stored_first <= done_first
+
+
+def test_workers_give_the_same_results(tmp_path):
+    a, _ = sb.run_sweep(sweep(5), tmp_path / "one", progress=False)
+    b, stats = sb.run_sweep(sweep(5), tmp_path / "two", workers=2, progress=False)
+    assert a == b and stats["computed"] == 5
+    assert snapshot(tmp_path / "one" / "fake") == snapshot(tmp_path / "two" / "fake")
+
+
+def test_real_runner_results_round_trip(tmp_path):
+    pr = sb.Protocol(D=8, L=1, H=2, steps=5, batch=8)
+    c = dict(target="FIRST", N=4, seeds=[0, 1], protocol=pr.to_dict(), exhaustive_max=10,
+             n_test=64, n_profile=16, dtype="float32")
+    s = sb.Sweep("real", [c], "sensbook.train:run_config")
+    (r,), _ = sb.run_sweep(s, tmp_path, progress=False)
+    (r2,), stats = sb.run_sweep(s, tmp_path, progress=False)
+    assert stats["stored"] == 1 and r2 == json.loads(json.dumps(r))
+
+
+def test_bad_arguments_raise(tmp_path):
+    with pytest.raises(ValueError, match="workers"):
+        sb.run_sweep(sweep(), tmp_path, workers=0)
+    with pytest.raises(ValueError, match="duplicates"):
+        sb.Sweep("d", [{"i": 1}, {"i": 1}], "tests.test_sweep:fake")
+    with pytest.raises(ValueError, match="runner"):
+        sb.Sweep("d", [{"i": 1}], "no_colon")
+    with pytest.raises(ValueError, match="chapter"):
+        sb.get_sweep("ch9", "ci")
+    with pytest.raises(ValueError, match="scale"):
+        sb.get_sweep("ch6", "huge")
+
+
+def test_cli_status_and_list(tmp_path, capsys):
+    assert main(["list"]) == 0
+    assert "ch6" in capsys.readouterr().out
+    assert main(["sweep", "ch6", "--scale", "ci", "--out", str(tmp_path), "--status"]) == 0
+    n = len(sb.ch6_sweep("ci").configs)
+    assert f"0/{n} stored" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        main(["sweep", "ch6", "--scale", "huge"])
+
+
+def test_console_script_is_declared():
+    text = (ROOT / "pyproject.toml").read_text()
+    assert 'sensbook = "sensbook.cli:main"' in text

@@ -1,0 +1,168 @@
+"""Population training against one-seed-at-a-time training, and the chapter-6 measurements."""
+import numpy as np
+import pytest
+import torch
+
+import sensbook as sb
+from sensbook.train import ch6_length, target
+
+
+def tiny(**kw):
+    base = dict(D=8, L=1, H=2, steps=12, batch=16, lr=3e-3)
+    base.update(kw)
+    return sb.Protocol(**base)
+
+
+def test_init_population_model_p_is_its_own_seed():
+    pr = tiny()
+    pop = sb.init_population([5, 2, 9], pr, dtype=torch.float64)
+    for p, s in enumerate([5, 2, 9]):
+        alone = sb.Recognizer.random(1, pr.D, pr.L, pr.H, pr.F, pr.eps, init=pr.init, seed=s,
+                                     dtype=torch.float64)
+        assert torch.equal(pop.flat()[p], alone.flat()[0])
+
+
+@pytest.mark.parametrize("loss", ["logistic", "mse"])
+def test_population_training_equals_training_each_seed_alone(loss):
+    pr, f, N, seeds = tiny(loss=loss, weight_decay=0.01), sb.MAJORITY, 7, [3, 7, 11, 0]
+    pop = sb.init_population(seeds, pr, dtype=torch.float64)
+    theta0 = pop.flat()
+    curve = sb.train_population(pop, f, N, seeds, pr, log_every=1, progress=False)
+    assert curve.shape == (pr.steps, len(seeds))
+    assert not torch.allclose(pop.flat(), theta0)          # it did train
+    for p, s in enumerate(seeds):
+        alone = sb.init_population([s], pr, dtype=torch.float64)
+        c1 = sb.train_population(alone, f, N, [s], pr, log_every=1, progress=False)
+        torch.testing.assert_close(pop.flat()[p], alone.flat()[0], rtol=1e-9, atol=1e-9)
+        np.testing.assert_allclose(curve[:, p], c1[:, 0], rtol=1e-9, atol=1e-12)
+
+
+def test_population_order_does_not_matter():
+    pr, N = tiny(), 6
+    a = sb.init_population([1, 2], pr, dtype=torch.float64)
+    b = sb.init_population([2, 1], pr, dtype=torch.float64)
+    sb.train_population(a, sb.PARITY, N, [1, 2], pr, progress=False)
+    sb.train_population(b, sb.PARITY, N, [2, 1], pr, progress=False)
+    torch.testing.assert_close(a.flat()[0], b.flat()[1], rtol=1e-9, atol=1e-9)
+
+
+def test_population_loss_matches_a_direct_computation():
+    m = sb.Recognizer.random(3, 8, 1, 2, seed=0, dtype=torch.float64)
+    x = torch.randint(0, 2, (3, 10, 5), generator=torch.Generator().manual_seed(1)).double()
+    y = sb.PARITY(x)
+    T = m(x)
+    s = torch.where(y, 1.0, -1.0).double()
+    torch.testing.assert_close(sb.population_loss(m, x, y, "logistic"), torch.log1p(torch.exp(-s * T)).mean(-1))
+    torch.testing.assert_close(sb.population_loss(m, x, y, "mse"), ((T - s) ** 2).mean(-1))
+
+
+def test_accuracy_agrees_with_the_truth_table():
+    m = sb.Recognizer.random(4, 8, 1, 1, init="gaussian", seed=3, dtype=torch.float64)
+    N, f = 6, sb.FIRST
+    table = sb.truth_table(m, N, progress=False)                  # (4, 64) labels
+    want = (table == f(sb.strings(N)).to(torch.int8)).double().mean(-1).numpy()
+    np.testing.assert_allclose(sb.accuracy(m, f, N), want)
+    # a held-out sample estimates it
+    est = sb.accuracy(m, f, N, n_test=20000)
+    assert np.all(np.abs(est - want) < 4 * np.sqrt(0.25 / 20000) + 1e-12)
+
+
+def test_profile_tv_and_reference_distance_closed_forms():
+    for N in (5, 9, 13):
+        maj = sb.MAJORITY.profile(N) / 2**N
+        const = sb.Constant(0).profile(N) / 2**N
+        R = 1 - sb.MAJORITY.K0(N) / 2**N
+        assert sb.profile_tv(maj, const) == pytest.approx(R)
+        assert sb.reference_distance(maj) == pytest.approx(R)
+        assert sb.profile_tv(maj, maj) == 0
+        assert sb.profile_tv(sb.PARITY.profile(N) / 2**N, const) == pytest.approx(1.0)
+        assert sb.profile_tv(sb.FIRST.profile(N) / 2**N, sb.PARITY.profile(N) / 2**N) == pytest.approx(1.0)
+
+
+def test_targets_are_the_named_functions():
+    x = sb.strings(7)
+    assert torch.equal(target("PARITY", 7)(x), sb.PARITY(x))
+    assert torch.equal(target("FIRST", 7)(x), x[:, 0] == 1)
+    assert torch.equal(target("MAJORITY", 7)(x), x.sum(-1) >= 4)
+    assert torch.equal(target("SPARSE_PARITY_3", 7)(x), x[:, :3].sum(-1) % 2 == 1)
+    assert torch.equal(target("SPARSE_MAJORITY_2", 7)(x), x[:, :2].sum(-1) >= 2)
+    assert ch6_length("MAJORITY", 10) == 11 and ch6_length("MAJORITY", 15) == 15
+    assert ch6_length("PARITY", 10) == 10
+
+
+@pytest.mark.parametrize("name,N,arg", [("MAJORITY", 10, "MAJORITY"), ("SPARSE_PARITY_9", 5, "m"),
+                                        ("SPARSE_PARITY_x", 5, "integer"), ("XOR", 5, "not a target")])
+def test_bad_targets_raise(name, N, arg):
+    with pytest.raises(ValueError, match=arg):
+        target(name, N)
+
+
+@pytest.mark.parametrize("kw,arg", [(dict(steps=0), "steps"), (dict(lr=-1.0), "lr"), (dict(init="he"), "init"),
+                                    (dict(loss="hinge"), "loss"), (dict(eps=float("nan")), "eps")])
+def test_bad_protocol_raises(kw, arg):
+    with pytest.raises(ValueError, match=arg):
+        sb.Protocol(**kw)
+
+
+def test_protocol_round_trips_and_rejects_unknown_settings():
+    pr = tiny()
+    assert sb.Protocol.from_dict(pr.to_dict()) == pr
+    with pytest.raises(ValueError, match="unknown"):
+        sb.Protocol.from_dict({**pr.to_dict(), "momentum": 0.9})
+
+
+def test_seeds_must_match_the_population():
+    pr = tiny()
+    m = sb.init_population([0, 1], pr)
+    with pytest.raises(ValueError, match="seeds"):
+        sb.train_population(m, sb.PARITY, 5, [0], pr, progress=False)
+    with pytest.raises(ValueError, match="seeds"):
+        sb.init_population([], pr)
+
+
+def tiny_config(name="MAJORITY", N=5, exhaustive_max=12):
+    return dict(target=name, N=N, seeds=[0, 1], protocol=tiny(steps=20).to_dict(),
+                exhaustive_max=exhaustive_max, n_test=512, n_profile=64, dtype="float64")
+
+
+def test_run_config_records_consistent_measurements():
+    c = tiny_config()
+    r = sb.run_config(c, device="cpu")
+    N = c["N"]
+    assert r["accuracy_strings"] == 2**N and r["after"]["exact"]
+    counts = np.array(r["after"]["counts"])
+    assert counts.shape == (2, N + 1) and (counts.sum(-1) <= 2**N).all()
+    np.testing.assert_allclose(r["tv_after"], sb.profile_tv(r["after"]["fractions"], r["target_fractions"]))
+    np.testing.assert_allclose(np.array(r["target_fractions"]) * 2**N, sb.MAJORITY.profile(N))
+    # the same configuration gives the same numbers (seeded everywhere)
+    r2 = sb.run_config(c, device="cpu")
+    assert r2["accuracy"] == r["accuracy"] and r2["after"]["counts"] == r["after"]["counts"]
+    a = sb.analyse(c, r)
+    assert a["R"] == pytest.approx(1 - sb.MAJORITY.K0(N) / 2**N)
+    assert (a["acc_se"] == 0).all() and (a["tv_margin"] == 0).all()
+    np.testing.assert_allclose(a["avg_sens"], r["after"]["average_sensitivity"])
+
+
+def test_run_config_samples_above_exhaustive_max():
+    c = tiny_config("PARITY", 8, exhaustive_max=6)
+    r = sb.run_config(c, device="cpu")
+    assert r["accuracy_strings"] == 512 and not r["after"]["exact"] and r["after"]["n_strings"] == 64
+    a = sb.analyse(c, r)
+    assert (a["tv_margin"] > 0).any() or (np.array(r["after"]["stderr"]) == 0).all()
+
+
+def test_run_config_rejects_incomplete_configs():
+    c = tiny_config()
+    del c["seeds"]
+    with pytest.raises(ValueError, match="seeds"):
+        sb.run_config(c)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_cuda_population_matches_cpu():
+    pr, seeds, N = tiny(), [0, 1, 2], 6
+    cpu = sb.init_population(seeds, pr, dtype=torch.float64)
+    gpu = sb.init_population(seeds, pr, device="cuda", dtype=torch.float64)
+    sb.train_population(cpu, sb.MAJORITY, 7, seeds, pr, progress=False)
+    sb.train_population(gpu, sb.MAJORITY, 7, seeds, pr, progress=False)
+    torch.testing.assert_close(gpu.flat().cpu(), cpu.flat(), rtol=1e-6, atol=1e-6)

@@ -15,7 +15,8 @@ from .scale import SCALES, banner, device, pick, progress, scale, set_scale
 
 __version__ = "0.1.0"
 from .train import (CH6_SIZES, CH6_TARGETS, Protocol, accuracy, analyse, ch6_configs, ch6_sweep,
-                    init_population, population_loss, profile_tv, reference_distance, run_config,
+                    ch6_rows, ch6_table, init_population, population_loss, profile_tv,
+                    reference_distance, run_config,
                     train_population)
 from .train import target as target_function
 from .sweep import Store, Sweep, get_sweep, key, results_dir, run_sweep

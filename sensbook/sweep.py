@@ -58,8 +58,20 @@ def key(config, version_: str | None = None) -> str:
 
 
 def results_dir() -> pathlib.Path:
-    """Where results live: ``$SENSBOOK_RESULTS`` if set, else ``results/`` (git-ignored)."""
-    return pathlib.Path(os.environ.get("SENSBOOK_RESULTS") or "results")
+    """Where results live: ``$SENSBOOK_RESULTS`` if set, else ``results/`` in the book's root.
+
+    The book's root is the nearest folder at or above the working directory holding
+    ``_toc.yml`` (so a chapter executed in ``book/`` and ``sensbook sweep`` run at the root use
+    the same, git-ignored, ``results/``); elsewhere (e.g. Colab) ``./results``.
+    """
+    env = os.environ.get("SENSBOOK_RESULTS")
+    if env:
+        return pathlib.Path(env)
+    here = pathlib.Path.cwd()
+    for d in (here, *here.parents):
+        if (d / "_toc.yml").is_file():
+            return d / "results"
+    return here / "results"
 
 
 @dataclass

@@ -306,7 +306,7 @@ def run_config(config: dict, *, device=None, progress: bool = False) -> dict:
 def _run(config, N, f, seeds, pr, dev, dtype, progress):
     exmax, n_prof = int(config["exhaustive_max"]), int(config["n_profile"])
     n_test = None if N <= exmax else int(config["n_test"])
-    t0 = time.time()
+    t0, c0 = time.time(), time.process_time()
     model = init_population(seeds, pr, device=dev, dtype=dtype)
     before = _profile(model, N, exmax, n_prof, seed=0)
     acc0 = accuracy(model, f, N, n_test=n_test)
@@ -330,6 +330,7 @@ def _run(config, N, f, seeds, pr, dev, dtype, progress):
         "final_loss": curve[-1].tolist(),
         "seconds_train": t2 - t1,
         "seconds_total": time.time() - t0,
+        "cpu_seconds": time.process_time() - c0,
         "device": str(dev),
     }
 
@@ -343,7 +344,7 @@ CH6_TARGETS = ("PARITY", "FIRST", "MAJORITY", "SPARSE_PARITY_2", "SPARSE_PARITY_
 #: ``exhaustive_max``: largest N measured on all 2^N strings; above it accuracy uses ``n_test``
 #: held-out strings and the profile ``n_profile`` sampled strings (each with its N neighbours).
 CH6_SIZES = {
-    "ci": dict(Ns=[5, 10], seeds=3, steps=300, batch=64, exhaustive_max=12, n_test=4096,
+    "ci": dict(Ns=[5, 10, 15], seeds=3, steps=300, batch=64, exhaustive_max=12, n_test=4096,
                n_profile=500, dtype="float32"),
     "book": dict(Ns=[5, 10, 15, 20], seeds=4, steps=300, batch=64, exhaustive_max=15,
                  n_test=8192, n_profile=1000, dtype="float32"),
@@ -420,3 +421,24 @@ def analyse(config: dict, result: dict, z: float = 3.0) -> dict:
                 k0_witnessed=np.asarray(a["counts"])[:, 0] > 0, exact=bool(a["exact"]),
                 learned=learned, R=R, target_avg_sens=float((tfrac * k).sum()),
                 target_k0_frac=float(tfrac[0]), z=z)
+
+
+def ch6_rows(sweep, results) -> list:
+    """:func:`analyse` of every finished cell of a chapter-6 sweep (None results skipped)."""
+    return [analyse(c, r) for c, r in zip(sweep.configs, results) if r is not None]
+
+
+def ch6_table(rows) -> str:
+    """The results table as Markdown: one row per (target, N)."""
+    head = ("| target | N | learned | accuracy mean [min, max] | K_0/2^N learned (target) "
+            "| as learned (target) | TV to target: before → after |\n|---|---|---|---|---|---|---|")
+    out = [head]
+    for a in rows:
+        acc = a["accuracy"]
+        out.append(
+            f"| {a['name']} | {a['N']} | {int(a['learned'].sum())}/{a['seeds']} "
+            f"| {acc.mean():.3f} [{acc.min():.3f}, {acc.max():.3f}] "
+            f"| {a['k0_frac'].mean():.3f} ({a['target_k0_frac']:.3f}) "
+            f"| {a['avg_sens'].mean():.2f} ({a['target_avg_sens']:.2f}) "
+            f"| {a['tv_before'].mean():.2f} → {a['tv'].mean():.2f} |")
+    return "\n".join(out)

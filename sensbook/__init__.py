@@ -14,7 +14,7 @@ from .profile import (ACCEPT, NONFINITE, REJECT, UNDECIDED, Profile, classify, p
 from .scale import SCALES, banner, device, pick, progress, scale, set_scale
 
 __version__ = "0.1.0"
-from .train import (CH6_SIZES, CH6_TARGETS, Protocol, accuracy, analyse, ch6_configs, ch6_sweep,
+from .train import (CH6_SIZES, CH6_TARGETS, Protocol, accuracy, analyse, ch6_configs, ch6_length, ch6_sweep,
                     ch6_rows, ch6_table, init_population, population_loss, profile_tv,
                     reference_distance, run_config,
                     train_population)

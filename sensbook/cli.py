@@ -2,6 +2,7 @@
 
     sensbook sweep ch6 --scale paper --out results/            # compute what is missing
     sensbook sweep ch6 --scale paper --out results/ --workers 4 # four processes
+    sensbook sweep ch6 --scale paper --devices cuda:0,cuda:1   # one worker per GPU
     sensbook sweep ch6 --scale book --status                    # what is stored, nothing run
     sensbook list                                               # the chapters with a sweep
 
@@ -29,6 +30,8 @@ def _parser():
     s.add_argument("--workers", type=int, default=1, help="processes (concurrent.futures)")
     s.add_argument("--device", default=None, help="torch device, e.g. cpu, cuda, cuda:1 "
                                                    "(default $SENSBOOK_DEVICE, else CUDA if available)")
+    s.add_argument("--devices", default=None,
+                   help="comma-separated devices to spread the workers over, e.g. cuda:0,cuda:1")
     s.add_argument("--status", action="store_true", help="report what is stored; compute nothing")
     sub.add_parser("list", help="chapters that have a sweep")
     return p
@@ -56,7 +59,10 @@ def main(argv=None) -> int:
     kwargs = {}
     if args.device:
         os.environ["SENSBOOK_DEVICE"] = args.device      # workers inherit it
-    _, stats = run_sweep(sweep, out, workers=args.workers, progress=True, runner_kwargs=kwargs)
+    devices = [d.strip() for d in args.devices.split(",") if d.strip()] if args.devices else None
+    workers = max(args.workers, len(devices)) if devices else args.workers
+    _, stats = run_sweep(sweep, out, workers=workers, progress=True, runner_kwargs=kwargs,
+                         devices=devices)
     print(f"{sweep.name} @ {args.scale}: {stats['stored']} already stored, {stats['computed']} "
           f"computed; results in {store.folder}")
     return 0

@@ -136,11 +136,17 @@ def resolve(runner: str):
     return getattr(importlib.import_module(mod), fn)
 
 
-def _init_worker(threads):
-    """Worker start-up: a share of the cores each, so P workers do not oversubscribe the CPU."""
+def _init_worker(threads, counter=None, devices=None):
+    """Worker start-up: a share of the cores each (no oversubscription), and, when ``devices``
+    is given, the next device in turn (worker i uses ``devices[i % len(devices)]``)."""
     import torch
 
     torch.set_num_threads(threads)
+    if devices:
+        with counter.get_lock():
+            i = counter.value
+            counter.value += 1
+        os.environ["SENSBOOK_DEVICE"] = devices[i % len(devices)]
 
 
 def _run_one(root, name, version_, runner, config, kwargs):
@@ -166,19 +172,25 @@ class Sweep:
 
 
 def run_sweep(sweep: Sweep, out=None, *, workers: int = 1, progress: bool = True,
-              compute: bool = True, runner_kwargs: dict | None = None, mp_context=None):
+              compute: bool = True, runner_kwargs: dict | None = None, mp_context=None,
+              devices=None):
     """Results of every configuration of ``sweep``, in order: stored ones read, others computed.
 
     Returns ``(results, stats)`` with ``stats = {"stored": k, "computed": m, "missing": j}``.
     With ``compute=False`` nothing is computed and missing results are None. ``workers > 1``
     runs missing configurations in a :class:`~concurrent.futures.ProcessPoolExecutor`
     (``mp_context``, default "spawn", safe with torch and CUDA); each is stored as soon as it
-    finishes, so killing the sweep loses only the configurations in flight.
+    finishes, so killing the sweep loses only the configurations in flight. ``devices`` (e.g.
+    ``["cuda:0", "cuda:1"]``, with ``workers > 1``) spreads the workers over several devices.
     """
     from .scale import progress as _progress
 
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise ValueError(f"workers must be an integer >= 1, got {workers!r}")
+    devices = list(devices or [])
+    if devices and (workers < 2 or not all(isinstance(d, str) and d for d in devices)):
+        raise ValueError(f"devices must be non-empty device names and needs workers >= 2, got "
+                         f"devices={devices!r}, workers={workers!r}")
     store = Store(results_dir() if out is None else out, sweep.name)
     kwargs = dict(runner_kwargs or {})
     results = [store.load(c) for c in sweep.configs]
@@ -191,7 +203,7 @@ def run_sweep(sweep: Sweep, out=None, *, workers: int = 1, progress: bool = True
     bar.update(stats["stored"])
     args = lambda i: (store.root, store.name, store.version, sweep.runner, sweep.configs[i], kwargs)
     try:
-        if workers == 1 or len(todo) <= 1:
+        if workers == 1 or (len(todo) <= 1 and not devices):
             for i in todo:
                 results[i] = _run_one(*args(i))
                 stats["computed"] += 1
@@ -200,8 +212,9 @@ def run_sweep(sweep: Sweep, out=None, *, workers: int = 1, progress: bool = True
             import multiprocessing as mp
             ctx = mp.get_context(mp_context or "spawn")
             threads = max(1, (os.cpu_count() or 1) // workers)
+            init = (threads, ctx.Value("i", 0), devices) if devices else (threads,)
             with ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_init_worker,
-                                     initargs=(threads,)) as ex:
+                                     initargs=init) as ex:
                 futures = {ex.submit(_run_one, *args(i)): i for i in todo}
                 for fut in as_completed(futures):
                     results[futures[fut]] = fut.result()

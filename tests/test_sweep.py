@@ -29,6 +29,8 @@ def fake(config):
     if marker and str(config["i"]) == os.environ.get("FAKE_KILL_AT") and os.path.exists(marker):
         os.remove(marker)
         os.kill(os.getpid(), signal.SIGKILL)
+    if config.get("tag") == "device":
+        return {"square": config["i"] ** 2, "tag": os.environ.get("SENSBOOK_DEVICE")}
     return {"square": config["i"] ** 2, "tag": config.get("tag")}
 
 
@@ -164,6 +166,14 @@ def test_workers_give_the_same_results(tmp_path):
     b, stats = sb.run_sweep(sweep(5), tmp_path / "two", workers=2, progress=False)
     assert a == b and stats["computed"] == 5
     assert snapshot(tmp_path / "one" / "fake") == snapshot(tmp_path / "two" / "fake")
+
+
+def test_workers_are_spread_over_devices(tmp_path):
+    res, _ = sb.run_sweep(sweep(6, tag="device"), tmp_path, workers=2, devices=["dev0", "dev1"],
+                          progress=False)
+    assert {r["tag"] for r in res} <= {"dev0", "dev1"} and None not in {r["tag"] for r in res}
+    with pytest.raises(ValueError, match="devices"):
+        sb.run_sweep(sweep(2), tmp_path, workers=1, devices=["cuda:0"])
 
 
 def test_real_runner_results_round_trip(tmp_path):

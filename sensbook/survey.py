@@ -38,22 +38,26 @@ def random_transformer_survey(N: int, *, inits=INITS, archs=((16, 2, 2),), P: in
     """Exact profiles of P random recognizers for every (init, (D, L, H)) pair.
 
     Returns a dict of numpy arrays with one row per model: ``init``, ``D``, ``L``, ``H``,
-    ``K`` (n_models, N+1), ``complete`` (no undecided or non-finite string), ``constant``.
-    Each (init, architecture) population gets its own seed derived from ``seed``.
+    ``K`` (n_models, N+1), ``complete`` (no undecided or non-finite string), ``constant``, and
+    ``seed``, ``member``: model ``i`` is ``Recognizer.random(P, D, L, H, eps=eps, init=init,
+    scale=scale, seed=seed[i]).select(member[i])``.
     """
     for init in inits:
         if init not in INITS:
             raise ValueError(f"init={init!r} is unknown; allowed: {', '.join(INITS)}")
-    rows = {k: [] for k in ("init", "D", "L", "H", "K", "complete", "constant")}
+    rows = {k: [] for k in ("init", "D", "L", "H", "seed", "member", "K", "complete", "constant")}
     cells = list(itertools.product(inits, archs))
     for i, (init, (D, L, H)) in enumerate(progress(cells, desc="random transformers")):
+        cell_seed = seed * 1000 + i
         model = Recognizer.random(P, D, L, H, eps=eps, init=init, scale=scale,
-                                  seed=seed * 1000 + i, device=device)
+                                  seed=cell_seed, device=device)
         prof = sensitivity_profile(model, N, margin=margin, progress=False)
         rows["init"] += [init] * P
         rows["D"] += [D] * P
         rows["L"] += [L] * P
         rows["H"] += [H] * P
+        rows["seed"] += [cell_seed] * P
+        rows["member"] += list(range(P))
         rows["K"].append(prof.counts.cpu().numpy())
         rows["complete"].append(prof.complete.cpu().numpy())
         rows["constant"].append(prof.is_constant.cpu().numpy())

@@ -8,8 +8,9 @@ from CDNs, so offline the equations stay raw TeX and the widgets stay blank. `ma
                             only: tex-mml-chtml.js plus the components it loads on demand
                             (TeX extensions, fonts, menu, accessibility)
     _site_assets/widgets/   require.js + @jupyter-widgets/html-manager's embed-amd.js and the
-                            fonts it references (no source maps), plus assets-path.js, which
-                            tells the widget bundle where those fonts live
+                            fonts it references (no source maps), plus setup.js, which
+                            tells the widget bundle where those fonts live and lets it
+                            typeset labels with MathJax 3
 
 `_config.yml` lists `_site_assets` in `html_static_path`, so Sphinx copies it to
 `_build/html/_static/`; `mathjax_path` and `nb_ipywidgets_js` point there. The folder must not be
@@ -53,12 +54,35 @@ MATHJAX_KEEP = ("es5/tex-mml-chtml.js", "es5/input/", "es5/output/chtml.js", "es
                 "es5/ui/", "es5/a11y/", "es5/sre/", "es5/adaptors/", "LICENSE")
 WIDGET_FONTS = (".woff2", ".woff", ".ttf")
 
-# Loaded before embed-amd.js: the bundle's webpack public path would otherwise be derived from
-# the AMD module name, i.e. relative to the page (book/@jupyter-widgets/...), and its icon fonts
-# would 404.
-ASSETS_PATH_JS = """\
-// Where the widget bundle finds its fonts: the folder this script is served from.
-window.__jupyter_widgets_assets_path__ = new URL(".", document.currentScript.src).href;
+# Loaded before embed-amd.js (see _config.yml, nb_ipywidgets_js).
+WIDGETS_SETUP_JS = """\
+// Set-up for the self-hosted Jupyter widget manager (written by tools/site_assets.py).
+(function () {
+  // 1. Where the bundle finds its icon fonts: the folder this script is served from. webpack
+  //    derives the fonts' URL from the AMD module's URL, which requirejs would otherwise put
+  //    relative to the page (book/@jupyter-widgets/html-manager/dist/...: 404).
+  var here = new URL(".", document.currentScript.src).href;
+  window.__jupyter_widgets_assets_path__ = here;            // chunks loaded later
+  if (window.require && window.require.config) {            // require.js is loaded just before
+    window.require.config({paths: {"@jupyter-widgets/html-manager/dist": here.replace(/\/$/, "")}});
+  }
+  // 2. @jupyter-widgets typesets widget labels with the MathJax 2 API (MathJax.Hub.Queue); the
+  //    book loads MathJax 3, so every widget raised "Cannot read properties of undefined
+  //    (reading 'Queue')". Map that call onto MathJax 3.
+  function hub() {
+    var MJ = window.MathJax;
+    if (MJ && MJ.version && !MJ.Hub) {
+      MJ.Hub = {Queue: function (job) {
+        var el = job && job[2];
+        if (MJ.startup && MJ.startup.promise) {
+          MJ.startup.promise.then(function () { return MJ.typesetPromise(el ? [el] : undefined); });
+        }
+      }};
+    }
+  }
+  hub();
+  document.addEventListener("DOMContentLoaded", hub);  // MathJax is deferred: loaded by then
+})();
 """
 
 
@@ -129,7 +153,7 @@ def site_assets(dest: pathlib.Path = SITE_ASSETS) -> pathlib.Path:
                       lambda r: "require.js" if r == "require.js" else None)
     if not (mj and wd and rq) or not (dest / "mathjax/tex-mml-chtml.js").exists():
         raise SystemExit(f"unexpected tarball layout (mathjax {mj}, html-manager {wd}, requirejs {rq} files)")
-    (dest / "widgets/assets-path.js").write_text(ASSETS_PATH_JS)
+    (dest / "widgets/setup.js").write_text(WIDGETS_SETUP_JS)
     _write_stamp(dest, names)
     return dest
 

@@ -64,7 +64,7 @@ WIDGETS_SETUP_JS = """\
   var here = new URL(".", document.currentScript.src).href;
   window.__jupyter_widgets_assets_path__ = here;            // chunks loaded later
   if (window.require && window.require.config) {            // require.js is loaded just before
-    window.require.config({paths: {"@jupyter-widgets/html-manager/dist": here.replace(/\/$/, "")}});
+    window.require.config({paths: {"@jupyter-widgets/html-manager/dist": here.replace(/\\/$/, "")}});
   }
   // 2. @jupyter-widgets typesets widget labels with the MathJax 2 API (MathJax.Hub.Queue); the
   //    book loads MathJax 3, so every widget raised "Cannot read properties of undefined

@@ -61,9 +61,10 @@ def source_of(page: str) -> pathlib.Path | None:
 
 
 def prose_of(text: str) -> str:
-    """A MyST source without its code cells, fenced code blocks and YAML header."""
+    """A MyST source without its YAML header, code cells, fenced code blocks and code spans."""
     text = re.sub(r"\A---\n.*?\n---\n", "", text, flags=re.S)
-    return re.sub(r"^(```+|~~~+)[^\n]*\n.*?^\1\s*$", "", text, flags=re.S | re.M)
+    text = re.sub(r"^(```+|~~~+)(?!\{math\})[^\n]*\n.*?^\1\s*$", "", text, flags=re.S | re.M)
+    return re.sub(r"(?<!\})`[^`\n]*`", "", text)       # keeps roles such as {math}`x`
 
 
 def tracked_files() -> set[str] | None:

@@ -21,6 +21,7 @@ from .conftest import CONFIG, HTML, SHOTS, html_pages, prose_of, source_of, toc_
 PAGES = html_pages()
 MATH = re.compile(r"\$[^$\n]+\$|\$\$|\{math\}|```\{math\}|\\\(|\\\[|\\begin\{")
 WIDGETS = re.compile(r"\binteract(_manual)?\(|\bipywidgets\b|\bwidgets\.\w+Slider\(")
+HIDDEN = {"remove-cell", "remove-output", "skip-execution"}
 SLIDERS = re.compile(r"\binteract(_manual)?\(|Slider\(")
 
 
@@ -69,7 +70,10 @@ def test_page(rel, browser, base_url):
     src = source_of(rel)
     text = src.read_text() if src else ""
     nb = jupytext.read(src) if src and "jupytext" in text[:500] else None
-    code = "\n".join(c.source for c in nb.cells if c.cell_type == "code") if nb else ""
+    # Cells whose output the page shows (not removed, not skipped).
+    shown_cells = [c for c in nb.cells if c.cell_type == "code" and not HIDDEN & set(c.metadata.get("tags", []))] \
+        if nb else []
+    code = "\n".join(c.source for c in shown_cells)
     page, seen = _visit(browser, base_url + rel, SHOTS / (rel[:-5].replace("/", "__") + ".png"))
     try:
         problems = []
@@ -88,7 +92,7 @@ def test_page(rel, browser, base_url):
             if parts.hostname == "127.0.0.1" and (HTML / parts.path.lstrip("/")).stat().st_size == 0:
                 problems.append(f"empty image file: {url}")
         if nb is not None:
-            figures = sum(1 for c in nb.cells if c.cell_type == "code" and "figure" in c.metadata.get("mystnb", {}))
+            figures = sum(1 for c in shown_cells if "figure" in c.metadata.get("mystnb", {}))
             shown = page.eval_on_selector_all(
                 "figure", "fs => fs.filter(f => [...f.querySelectorAll('img')].some(i => i.naturalWidth > 0)).length")
             if shown < figures:

@@ -8,7 +8,10 @@ JOBS ?= 2
 # Kernels and tests import sensbook from this checkout, whatever the editable install points at.
 export PYTHONPATH := $(CURDIR)
 
-.PHONY: setup book book-ci test unit chapters sync clean
+.PHONY: setup assets book book-ci book-publish test unit chapters site-test chromium sync clean
+# The browser test drives this Chromium (Debian's package; Playwright never downloads browsers).
+CHROMIUM ?= /usr/bin/chromium
+export SENSBOOK_CHROMIUM := $(CHROMIUM)
 setup: $(STAMP)
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -16,21 +19,50 @@ $(STAMP): requirements.txt pyproject.toml
 	  || (cat $(VENV)/pip.log; exit 1)
 	rm -f $(VENV)/.installed-*; touch $@
 
+# MathJax and the widget JavaScript, served by the book itself (offline-complete HTML): fetched
+# from the npm registry (pinned, integrity-checked) into the git-ignored _site_assets/.
+assets: setup
+	$(BIN)/python tools/site_assets.py site
+
 # The HTML book at the scale readers see (SENSBOOK_SCALE=book), built from clean with -W.
-book: setup
+book: setup assets
 	rm -rf _build
 	SENSBOOK_SCALE=$${SENSBOOK_SCALE:-book} SENSBOOK_PROGRESS=0 $(BIN)/jupyter-book build . -W -n --keep-going
 	@echo "open _build/html/index.html"
 
-book-ci: setup
+book-ci: setup assets
 	rm -rf _build
 	SENSBOOK_SCALE=ci SENSBOOK_PROGRESS=0 $(BIN)/jupyter-book build . -W -n --keep-going
 
-# Every test: unit tests, every chapter under nbval at ci scale, and the ci-scale HTML build.
-test: setup unit chapters book-ci
+# What .github/workflows/publish.yml builds: `make book`, but executing through the notebook cache
+# in .jupyter_cache/ (kept between workflow runs, keyed on sensbook/** and the chapters), so an
+# unchanged chapter is not recomputed. Local and CI builds keep `force` (_config.yml).
+book-publish: setup assets
+	rm -rf _build
+	$(BIN)/python -c "import yaml; c = yaml.safe_load(open('_config.yml')); \
+	  c['execute'].update(execute_notebooks='cache', cache='.jupyter_cache'); \
+	  yaml.safe_dump(c, open('.publish_config.yml', 'w'), sort_keys=False)"
+	SENSBOOK_SCALE=$${SENSBOOK_SCALE:-book} SENSBOOK_PROGRESS=0 $(BIN)/jupyter-book build . \
+	  --config .publish_config.yml -W -n --keep-going
+
+# Every test: unit tests, every chapter under nbval at ci scale, the ci-scale HTML build, then the
+# built site in headless Chromium plus its internal links (screenshots: _build/site-test/).
+test: setup unit chapters book-ci site-test
 
 unit: setup
-	SENSBOOK_SCALE=ci SENSBOOK_PROGRESS=0 $(BIN)/python -m pytest -q -n $(JOBS) tests
+	SENSBOOK_SCALE=ci SENSBOOK_PROGRESS=0 $(BIN)/python -m pytest -q -n $(JOBS) tests --ignore=tests/site
+
+# Checks the HTML in _build/html (run `make book-ci` or `make book` first).
+site-test: setup chromium
+	SENSBOOK_SITE_REQUIRED=1 $(BIN)/python -m pytest -q tests/site
+
+# Debian's Chromium, installed when missing (CI machines start without it).
+chromium:
+	@test -x "$(CHROMIUM)" || { \
+	  SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq \
+	    --no-install-recommends chromium fonts-dejavu-core > /dev/null; }
+	@test -x "$(CHROMIUM)" || { echo "no Chromium at $(CHROMIUM)"; exit 1; }
 
 chapters: setup
 	SENSBOOK_SCALE=ci SENSBOOK_PROGRESS=0 $(BIN)/python -m pytest -q $(NBVAL) -n $(JOBS) --dist loadfile book
@@ -40,4 +72,4 @@ sync: setup
 	$(BIN)/jupytext --sync book/ch*.md
 
 clean:
-	rm -rf _build
+	rm -rf _build .publish_config.yml

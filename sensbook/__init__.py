@@ -5,7 +5,8 @@ Companion package of the executable book following Kövér, Butoi, Svete, Hahn &
 (ICML 2026).
 """
 from .boolean import (FIRST, MAJORITY, MAX_EXHAUSTIVE_N, PARITY, BooleanFunction, Constant,
-                      Dictator, Majority, Parity, TruthTable, index_to_strings, random_function,
+                      Dictator, Majority, Parity, TruthTable, index_to_strings, poisson_tv_bound,
+                      random_function,
                       random_function_expected_profile, sparse_majority, sparse_parity, strings,
                       strings_to_index)
 from .model import INITS, Recognizer, Trace, blowup, num_parameters, positional_features
@@ -14,6 +15,7 @@ from .profile import (ACCEPT, NONFINITE, REJECT, UNDECIDED, Profile, classify, p
 from .scale import SCALES, banner, device, pick, progress, scale, set_scale
 
 __version__ = "0.1.0"
+from .survey import random_function_k0, random_transformer_survey
 from .train import (CH6_SIZES, CH6_TARGETS, Protocol, accuracy, analyse, ch6_configs, ch6_length, ch6_sweep,
                     ch6_rows, ch6_table, init_population, population_loss, profile_tv,
                     reference_distance, run_config,

@@ -268,6 +268,20 @@ def random_function_expected_profile(N: int) -> np.ndarray:
     return np.array([comb(N, k) for k in range(N + 1)], dtype=np.float64)
 
 
+def poisson_tv_bound(N: int) -> float:
+    """Chen–Stein bound on d_TV(K_0, Poisson(1)) for a uniformly random function on {0,1}^N.
+
+    The event "x has s = 0" depends only on the labels of x and its N neighbours, so events
+    of strings more than 2 apart are independent (dependency neighbourhood: the 1 + N + C(N,2)
+    strings within distance 2). Each event has probability 2^-N, and two distinct events in a
+    neighbourhood hold together with probability 2^-(2N-1) (2N labels must agree). The
+    Arratia–Goldstein–Gordon (1989) theorem with lambda = E[K_0] = 1 gives
+    d_TV <= b1 + b2 = (1 + N + C(N,2)) / 2^N + 2 (N + C(N,2)) / 2^N.
+    """
+    N = check_n(N)
+    return (1 + 3 * N + 3 * comb(N, 2)) / 2.0**N
+
+
 PARITY = Parity()
 MAJORITY = Majority()
 FIRST = Dictator(1)

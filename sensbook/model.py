@@ -304,8 +304,9 @@ class Recognizer(nn.Module):
         per = self.P * S * (8 * self.D + 2 * self.F + 2 * self.H * S)
         return per * torch.finfo(self.dtype).bits // 8
 
-    def extra_repr(self):
-        return f"P={self.P}, D={self.D}, L={self.L}, H={self.H}, F={self.F}, eps={self.eps}, M={self.M}"
+    def __repr__(self):
+        return (f"Recognizer(P={self.P}, D={self.D}, L={self.L}, H={self.H}, F={self.F}, "
+                f"eps={self.eps}, M={self.M}, {self.dtype}, {self.device})")
 
 
 def blowup(model: Recognizer, x) -> torch.Tensor:

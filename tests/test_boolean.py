@@ -97,3 +97,16 @@ def test_index_conventions():
 def test_bad_input_errors_name_the_argument(bad, match):
     with pytest.raises((ValueError, TypeError), match=match):
         bad()
+
+
+@pytest.mark.parametrize("N", [2, 3, 4])
+def test_random_function_k0_law_exactly_over_all_functions(N):
+    # Enumerate all 2^(2^N) functions: E[K_0] = 1 exactly, and P(K_0 >= 1) is within the
+    # Chen–Stein bound of the Poisson(1) value 1 - 1/e.
+    tables = sb.index_to_strings(torch.arange(2 ** 2**N), 2**N, dtype=torch.int8)
+    K0 = sb.profile_from_table(tables).K0.double()
+    assert K0.mean().item() == pytest.approx(1.0, abs=1e-12)
+    p = (K0 >= 1).double().mean().item()
+    assert abs(p - (1 - np.exp(-1))) <= sb.poisson_tv_bound(N)
+    assert (sb.random_function_expected_profile(N) ==
+            sb.profile_from_table(tables).counts.double().mean(0).numpy()).all()

@@ -1,0 +1,144 @@
+"""The built book as a reader meets it, in headless Chromium with the network cut off.
+
+For every HTML page: it loads with no failed local request, no request leaving 127.0.0.1 (the
+site must be complete offline) and no console error; every image is present and non-empty,
+and every figure of the source is on the page; where the source has math, every math element is
+typeset by MathJax without errors; where the source uses ipywidgets, the widgets render (from the
+self-hosted JavaScript); every Colab link opens a committed .ipynb of this repository. A full-page
+screenshot of each page goes to _build/site-test/screenshots/ (the workflows upload it).
+"""
+from __future__ import annotations
+
+import re
+from urllib.parse import urlsplit
+
+import jupytext
+import pytest
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+from .conftest import CONFIG, HTML, SHOTS, html_pages, prose_of, source_of, toc_docnames, tracked_files
+
+PAGES = html_pages()
+MATH = re.compile(r"\$[^$\n]+\$|\$\$|\{math\}|```\{math\}|\\\(|\\\[|\\begin\{")
+WIDGETS = re.compile(r"\binteract(_manual)?\(|\bipywidgets\b|\bwidgets\.\w+Slider\(")
+HIDDEN = {"remove-cell", "remove-output", "skip-execution"}
+SLIDERS = re.compile(r"\binteract(_manual)?\(|Slider\(")
+
+
+def test_site_is_built(site):
+    assert PAGES, "no pages in _build/html"
+    for doc in toc_docnames():
+        assert f"{doc}.html" in PAGES, f"{doc} is in _toc.yml but was not built"
+
+
+def _visit(browser, url: str, shot) -> dict:
+    """Open url with every non-local request blocked; return what went wrong and the page."""
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    seen = {"console": [], "failed": [], "external": [], "http": []}
+
+    def route(r):
+        host = urlsplit(r.request.url).hostname
+        if r.request.url.startswith(("data:", "blob:")) or host in ("127.0.0.1", "localhost"):
+            r.continue_()
+        else:
+            seen["external"].append(r.request.url)
+            r.abort()
+
+    page.route("**/*", route)
+    page.on("console", lambda m: m.type == "error" and seen["console"].append(f"{m.text} @ {m.location}"))
+    page.on("pageerror", lambda e: seen["console"].append(f"uncaught: {e}"))
+    page.on("requestfailed", lambda r: urlsplit(r.url).hostname == "127.0.0.1"
+            and seen["failed"].append(f"{r.url}: {r.failure}"))
+    page.on("response", lambda r: r.status >= 400 and seen["http"].append(f"{r.status} {r.url}"))
+    page.goto(url, wait_until="networkidle")
+    # MathJax typesets after load; the widget manager renders after load too.
+    page.evaluate("() => window.MathJax && MathJax.startup && MathJax.startup.promise")
+    if page.locator('script[type="application/vnd.jupyter.widget-view+json"]').count():
+        try:
+            page.wait_for_selector(".jupyter-widgets", state="attached", timeout=20_000)
+        except PlaywrightTimeout:
+            pass                                   # reported below: views embedded, none rendered
+    page.wait_for_load_state("networkidle")
+    page.wait_for_timeout(300)
+    shot.parent.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(shot), full_page=True)
+    return page, seen
+
+
+@pytest.mark.parametrize("rel", PAGES)
+def test_page(rel, browser, base_url):
+    src = source_of(rel)
+    text = src.read_text() if src else ""
+    nb = jupytext.read(src) if src and "jupytext" in text[:500] else None
+    # Cells whose output the page shows (not removed, not skipped).
+    shown_cells = [c for c in nb.cells if c.cell_type == "code" and not HIDDEN & set(c.metadata.get("tags", []))] \
+        if nb else []
+    code = "\n".join(c.source for c in shown_cells)
+    page, seen = _visit(browser, base_url + rel, SHOTS / (rel[:-5].replace("/", "__") + ".png"))
+    try:
+        problems = []
+        problems += [f"request left the machine: {u}" for u in seen["external"]]
+        problems += [f"failed request: {u}" for u in seen["failed"]]
+        problems += [f"HTTP {u}" for u in seen["http"]]
+        problems += [f"console error: {m}" for m in seen["console"]]
+
+        # Images: every <img> decoded with a non-zero size; every local one non-empty on disk.
+        imgs = page.eval_on_selector_all(
+            "img", "els => els.map(e => [e.currentSrc || e.src, e.complete, e.naturalWidth, e.naturalHeight])")
+        for url, complete, w, h in imgs:
+            if not (complete and w > 0 and h > 0):
+                problems.append(f"image not rendered: {url} ({w}x{h})")
+            parts = urlsplit(url)
+            if parts.hostname == "127.0.0.1" and (HTML / parts.path.lstrip("/")).stat().st_size == 0:
+                problems.append(f"empty image file: {url}")
+        if nb is not None:
+            figures = sum(1 for c in shown_cells if "figure" in c.metadata.get("mystnb", {}))
+            shown = page.eval_on_selector_all(
+                "figure", "fs => fs.filter(f => [...f.querySelectorAll('img')].some(i => i.naturalWidth > 0)).length")
+            if shown < figures:
+                problems.append(f"{figures} figures in the source, {shown} rendered figures on the page")
+
+        # Math: where the prose has math, every math element is typeset, and without errors.
+        if MATH.search(prose_of(text)):
+            n_math = page.locator(".math").count()
+            n_done = page.locator(".math mjx-container").count()
+            typeset = page.eval_on_selector_all(".math", "ms => ms.filter(m => m.querySelector('mjx-container')).length")
+            if n_math == 0 or typeset < n_math or n_done == 0:
+                problems.append(f"math not rendered: {typeset} of {n_math} math elements typeset by MathJax")
+            if page.locator("mjx-merror").count():
+                problems.append(f"MathJax errors: {page.locator('mjx-merror').all_inner_texts()[:3]}")
+
+        # Widgets: where the code uses ipywidgets, the static widgets render (sliders for interact).
+        if WIDGETS.search(code):
+            views = page.locator('script[type="application/vnd.jupyter.widget-view+json"]').count()
+            rendered = page.locator(".jupyter-widgets").count()
+            if views == 0:
+                problems.append("the source uses ipywidgets but the page embeds no widget view")
+            if rendered < views:
+                problems.append(f"{views} widget views embedded, {rendered} rendered")
+            if SLIDERS.search(code) and page.locator(".widget-slider").count() == 0:
+                problems.append("no slider rendered")
+            if "Error displaying widget" in page.inner_text("body"):
+                problems.append("a widget failed to display")
+
+        # Colab links open a committed notebook of this repository.
+        repo = urlsplit(CONFIG["repository"]["url"]).path.strip("/")
+        prefix = f"/github/{repo}/blob/{CONFIG['repository']['branch']}/"
+        tracked = tracked_files()
+        colab = page.eval_on_selector_all("a[href*='colab.research.google.com']", "as => as.map(a => a.href)")
+        for href in colab:
+            path = urlsplit(href).path
+            if not path.startswith(prefix) or not path.endswith(".ipynb"):
+                problems.append(f"Colab link does not open an .ipynb of {repo}: {href}")
+                continue
+            target = path[len(prefix):]
+            if tracked is not None and target not in tracked:
+                problems.append(f"Colab link to {target}, which is not committed")
+            elif not (HTML.parents[1] / target).exists():
+                problems.append(f"Colab link to {target}, which does not exist")
+        if nb is not None and not colab:
+            problems.append("a notebook page without a Colab link")
+
+        assert not problems, "\n".join([rel] + problems)
+    finally:
+        page.close()

@@ -14,3 +14,7 @@ from .profile import (ACCEPT, NONFINITE, REJECT, UNDECIDED, Profile, classify, p
 from .scale import SCALES, banner, device, pick, progress, scale, set_scale
 
 __version__ = "0.1.0"
+from .geometry import (Recognition, ball_sample, blowup_bound, danger_center, distinct_functions,
+                       exceedance, exhaustive_influence, flip_bits, flip_influence, output_table,
+                       layer_norm_variances, lipschitz_theta, loglog_slope, random_strings,
+                       recognition, small_ball_cdf, small_ball_exponent, with_flips)

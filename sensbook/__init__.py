@@ -23,3 +23,7 @@ from .train import (CH6_SIZES, CH6_TARGETS, Protocol, accuracy, analyse, ch6_con
 from .train import target as target_function
 from .sweep import Store, Sweep, get_sweep, key, results_dir, run_sweep
 from .sweep import version as results_version
+from .geometry import (Recognition, ball_sample, blowup_bound, danger_center, distinct_functions,
+                       exceedance, exhaustive_influence, flip_bits, flip_influence, output_table,
+                       layer_norm_variances, lipschitz_theta, loglog_slope, random_strings,
+                       recognition, small_ball_cdf, small_ball_exponent, with_flips)

@@ -1,0 +1,354 @@
+"""Parameter-space geometry: influence, blowup, recognition, packing, small balls, danger zones.
+
+The measurements behind chapters 3 (eps > 0) and 4 (eps = 0) of the book, for populations of
+:class:`sensbook.Recognizer` models (P parameter draws evaluated at once). Numbering of the
+results follows ``paper-notes.md`` (Kövér et al., 2026):
+
+* Lemma 2.9 / Cor. 3.3: :func:`flip_influence`, :func:`exhaustive_influence` (|T(x) - T(x xor e_i)|);
+* Lemma 3.2: :func:`blowup_bound` ((1 + 1/sqrt(eps))^(2L): this model has 2L layer norms);
+* Cor. 3.4: :func:`recognition` (constant / non-constant / not recognised with margin xi);
+* Prop. 3.5: :func:`distinct_functions` (packing) and :func:`lipschitz_theta` (Lemma 3.1);
+* Section 4 (small-ball heuristic): :func:`layer_norm_variances`, :func:`small_ball_cdf`,
+  :func:`small_ball_exponent` (Hill estimator), :func:`loglog_slope`;
+* Lemma 4.2 (danger zones): :func:`danger_center`, :func:`ball_sample`, :func:`exceedance`.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from .boolean import MAX_EXHAUSTIVE_N, check_n, index_to_strings
+from .model import Recognizer, positional_features
+from .profile import ACCEPT, REJECT, classify
+from .scale import progress as _progress
+
+__all__ = [
+    "blowup_bound", "flip_bits", "with_flips", "flip_influence", "output_table", "exhaustive_influence",
+    "Recognition", "recognition", "distinct_functions", "lipschitz_theta", "loglog_slope",
+    "layer_norm_variances", "small_ball_cdf", "small_ball_exponent", "danger_center",
+    "ball_sample", "exceedance", "random_strings",
+]
+
+
+def _check_model(model):
+    if not isinstance(model, Recognizer):
+        raise ValueError(f"model must be a sensbook.Recognizer, got {type(model).__name__}")
+    return model
+
+
+def _check_int(name, v, lo=1):
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo:
+        raise ValueError(f"{name} must be an integer >= {lo}, got {v!r}")
+    return int(v)
+
+
+def _check_pos(name, v, allow_zero=False):
+    ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+    if not ok or v < 0 or (v == 0 and not allow_zero):
+        raise ValueError(f"{name} must be a finite number {'>=' if allow_zero else '>'} 0, got {v!r}")
+    return float(v)
+
+
+# ---- Lemma 3.2 ------------------------------------------------------------------------------
+def blowup_bound(eps: float, L: int) -> float:
+    """Lemma 3.2 for this model: beta^L <= (1 + 1/sqrt(eps))^(2L) for every theta, x and N.
+
+    Each layer norm has z = 1/sqrt(var + eps) <= 1/sqrt(eps), and the model has 2L of them
+    (post-LN after attention and after the feed-forward block), so the product of the 2L
+    factors max_n (1 + z_n) is at most (1 + 1/sqrt(eps))^(2L). ``eps = 0`` gives +inf.
+    """
+    eps = _check_pos("eps", eps, allow_zero=True)
+    L = _check_int("L", L)
+    return math.inf if eps == 0 else (1 + 1 / math.sqrt(eps)) ** (2 * L)
+
+
+# ---- strings and flips ----------------------------------------------------------------------
+def random_strings(N: int, B: int, *, seed: int = 0) -> torch.Tensor:
+    """B uniform strings of length N (float 0/1, shape (B, N)), seeded."""
+    N, B = check_n(N), _check_int("B", B)
+    g = torch.Generator().manual_seed(int(seed))
+    return torch.randint(0, 2, (B, N), generator=g).float()
+
+
+def flip_bits(N: int, k: int) -> torch.Tensor:
+    """k bit positions (0-based) spread evenly over 0..N-1, in adjacent pairs (both parities).
+
+    The positional features (n/(N+1), (-1)^n, 1[n=1]) make a bit's influence depend smoothly on
+    n/N and on the parity of n, so pairs (i, i+1) at evenly spaced i, always including the first
+    and the last bit, see every kind of position. Returns all N bits when k >= N.
+    """
+    N, k = check_n(N), _check_int("k", k)
+    if k >= N:
+        return torch.arange(N)
+    base = torch.linspace(0, N - 2, max(1, k // 2)).round().long()
+    return torch.unique(torch.cat([base, base + 1, torch.tensor([0, N - 1])]))
+
+
+def with_flips(x: torch.Tensor, bits: torch.Tensor) -> torch.Tensor:
+    """(B, 1 + k, N): each string x followed by x xor e_i for each i in ``bits``."""
+    if x.dim() != 2:
+        raise ValueError(f"x must have shape (B, N), got {tuple(x.shape)}")
+    bits = torch.as_tensor(bits, dtype=torch.long)
+    if bits.dim() != 1 or (bits.numel() and (bits.min() < 0 or bits.max() >= x.shape[1])):
+        raise ValueError(f"bits must be a 1-d tensor of positions in 0..{x.shape[1] - 1}")
+    B, N = x.shape
+    flips = torch.zeros(len(bits) + 1, N, dtype=x.dtype)
+    flips[torch.arange(1, len(bits) + 1), bits] = 1
+    return (x.unsqueeze(1) + flips) % 2
+
+
+@torch.no_grad()
+def flip_influence(model: Recognizer, x: torch.Tensor, bits=None, *, chunk: int = 64) -> torch.Tensor:
+    """|T(theta, x) - T(theta, x xor e_i)| for each model, string and bit: shape (P, B, k).
+
+    Lemma 2.9 bounds it by C beta(x) beta(x xor e_i) / N; with eps > 0 the blowups are bounded
+    (Lemma 3.2) so it is O(1/N) (Cor. 3.3). ``bits``: positions (default all N); strings are
+    evaluated ``chunk`` at a time (each with its k flips).
+    """
+    model = _check_model(model)
+    x = torch.as_tensor(x).float()
+    if x.dim() != 2:
+        raise ValueError(f"x must have shape (B, N), got {tuple(x.shape)}")
+    bits = torch.arange(x.shape[1]) if bits is None else torch.as_tensor(bits)
+    chunk = _check_int("chunk", chunk)
+    out = []
+    for a in range(0, x.shape[0], chunk):
+        xs = with_flips(x[a:a + chunk], bits)                     # (b, 1+k, N)
+        b, k1, N = xs.shape
+        T = model(xs.reshape(b * k1, N)).reshape(model.P, b, k1)
+        out.append((T[..., 1:] - T[..., :1]).abs())
+    return torch.cat(out, dim=1)
+
+
+@torch.no_grad()
+def output_table(model: Recognizer, N: int, *, chunk: int | None = None) -> torch.Tensor:
+    """T(theta, x) on all 2^N strings, in index order: shape (P, 2^N); N <= 20.
+
+    ``chunk`` strings per call (default: about 256 MB of activations).
+    """
+    model = _check_model(model)
+    N = check_n(N, maximum=20)
+    if chunk is None:
+        chunk = max(1, int(256 * 2**20 // model.memory_per_string(N)))
+    chunk = _check_int("chunk", chunk)
+    parts = []
+    for a in range(0, 2**N, chunk):
+        idx = torch.arange(a, min(a + chunk, 2**N))
+        parts.append(model(index_to_strings(idx, N, dtype=model.dtype)))
+    return torch.cat(parts, dim=-1)
+
+
+def exhaustive_influence(model: Recognizer, N: int, *, table: torch.Tensor | None = None) -> torch.Tensor:
+    """max over all 2^N strings x and all N bits i of |T(x) - T(x xor e_i)|: shape (P,).
+
+    Computed from the table of T on all strings (:func:`output_table`, or ``table`` if given):
+    the flipped string of index j has index j XOR 2^i, so each string is evaluated once.
+    """
+    T = output_table(model, N) if table is None else table
+    N = T.shape[-1].bit_length() - 1
+    idx = torch.arange(2**N)
+    best = torch.zeros(T.shape[:-1], dtype=T.dtype)
+    for i in range(N):
+        best = torch.maximum(best, (T - T[..., idx ^ (1 << i)]).abs().amax(-1))
+    return best
+
+
+# ---- Cor. 3.4 and Prop. 3.5 -----------------------------------------------------------------
+@dataclass
+class Recognition:
+    """What each of P models recognises at length N with margin xi (bool tensors of shape (P,)).
+
+    ``recognises``: every string accepted (T >= xi) or rejected (T <= -xi), none undecided or
+    non-finite; ``constant`` / ``nonconstant``: recognises, with one label / with both labels.
+    ``T``: outputs (P, 2^N); ``table``: int8 labels (P, 2^N) as :func:`sensbook.truth_table`'s;
+    ``influence``: max over strings and bits of |T(x) - T(x xor e_i)| (P,).
+    """
+
+    N: int
+    margin: float
+    T: torch.Tensor
+    table: torch.Tensor
+    recognises: torch.Tensor
+    constant: torch.Tensor
+    nonconstant: torch.Tensor
+    influence: torch.Tensor
+
+
+def recognition(model: Recognizer, N: int, margin: float, *, chunk: int | None = None) -> Recognition:
+    """Classify each model's behaviour on all 2^N strings with margin xi (Cor. 3.4).
+
+    A model recognises a non-constant function only if some string is accepted and some is
+    rejected; on a path of single flips between them some flip moves T from >= xi to <= -xi,
+    i.e. by at least 2 xi, which Cor. 3.3 forbids for large N when eps > 0. So
+    ``nonconstant`` implies ``influence >= 2 margin``.
+    """
+    margin = _check_pos("margin", margin)
+    T = output_table(model, N, chunk=chunk)
+    table = classify(T, margin)
+    rec = ((table == ACCEPT) | (table == REJECT)).all(-1)
+    acc, rej = (table == ACCEPT).any(-1), (table == REJECT).any(-1)
+    return Recognition(int(N), margin, T, table, rec, rec & ~(acc & rej), rec & acc & rej,
+                       exhaustive_influence(model, N, table=T))
+
+
+def distinct_functions(table: torch.Tensor) -> int:
+    """The number of distinct Boolean functions among the fully decided rows of a label table.
+
+    ``table``: (P, 2^N) labels (0/1 decided, negative = undecided or non-finite). Rows with any
+    undecided or non-finite entry do not recognise a function and are ignored (Prop. 3.5 counts
+    functions recognised with margin xi).
+    """
+    if not isinstance(table, torch.Tensor) or table.dim() != 2:
+        raise ValueError("table must be a (P, 2^N) tensor of labels")
+    ok = (table >= 0).all(-1)
+    if not ok.any():
+        return 0
+    return int(torch.unique(table[ok].to(torch.int8), dim=0).shape[0])
+
+
+def lipschitz_theta(model: Recognizer, x: torch.Tensor, *, norm: float = 1) -> torch.Tensor:
+    """The local Lipschitz constant of T in theta, ||grad_theta T(theta, x)||_norm: shape (P, B).
+
+    Lemma 3.1: for eps > 0, T is Lipschitz in theta with a constant independent of x and N.
+    ``norm = 1`` (default) is the dual of the l-infinity norm, so |T(theta') - T(theta, x)| <=
+    (this) * ||theta' - theta||_inf to first order: the right constant for covering the box Theta
+    by cubes (Prop. 3.5). Each model's gradient is its own (the P models share no parameter).
+    """
+    model = _check_model(model)
+    x = torch.as_tensor(x).float()
+    if x.dim() != 2:
+        raise ValueError(f"x must have shape (B, N), got {tuple(x.shape)}")
+    if norm not in (1, 2, math.inf):
+        raise ValueError(f"norm must be 1, 2 or inf, got {norm!r}")
+    params = list(model.parameters())
+    out = torch.zeros(model.P, x.shape[0], dtype=torch.float64)
+    with torch.enable_grad():
+        for b in range(x.shape[0]):
+            T = model(x[b:b + 1]).sum()                      # sum over models: gradients separate
+            grads = torch.autograd.grad(T, params)
+            g = torch.cat([gr.reshape(model.P, -1) for gr in grads], dim=1).double()
+            out[:, b] = torch.linalg.vector_norm(g, ord=norm, dim=1)
+    return out
+
+
+def loglog_slope(x, y) -> float:
+    """Least-squares slope of log y against log x (positive x and y)."""
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    if x.shape != y.shape or x.size < 2:
+        raise ValueError("x and y must have the same shape with at least 2 points")
+    if (x <= 0).any() or (y <= 0).any():
+        raise ValueError("x and y must be positive for a log-log fit")
+    return float(np.polyfit(np.log(x), np.log(y), 1)[0])
+
+
+# ---- Section 4: the small-ball law ----------------------------------------------------------
+@torch.no_grad()
+def layer_norm_variances(D: int, n_models: int, *, N: int = 4, L: int = 1, which: int = 0,
+                         position: int = -1, init: str = "uniform", scale: float = 1.0,
+                         seed: int = 0, chunk: int = 20000, x=None, progress: bool = True,
+                         dtype=torch.float64) -> torch.Tensor:
+    """var(d) of one layer-norm input d in R^D under random parameters: shape (n_models,).
+
+    ``which`` picks the layer norm (0..2L-1: two per layer), ``position`` the position (-1 =
+    eos); the string ``x`` defaults to the first of :func:`random_strings`. Models are drawn in
+    chunks (seeds ``seed``, ``seed + 1``, ...) so millions fit in memory. The small-ball
+    heuristic of Section 4: d has a bounded density and its centred part lives in a (D-1)-dim
+    subspace, so P(var(d) < t) ~ c t^((D-1)/2) as t -> 0.
+    """
+    D, n_models = _check_int("D", D, 2), _check_int("n_models", n_models)
+    L, chunk = _check_int("L", L), _check_int("chunk", chunk)
+    if not 0 <= which < 2 * L:
+        raise ValueError(f"which must be a layer-norm index in 0..{2 * L - 1}, got {which!r}")
+    x = random_strings(N, 1, seed=seed) if x is None else torch.as_tensor(x).float().reshape(1, -1)
+    out = []
+    starts = list(range(0, n_models, chunk))
+    for j, a in enumerate(_progress(starts, desc=f"LN variances D={D}", disable=not progress)):
+        P = min(chunk, n_models - a)
+        m = Recognizer.random(P, D, L, 1, eps=0.0, init=init, scale=scale, seed=seed + j, dtype=dtype)
+        out.append(m.trace(x)[1].variances[:, 0, which, position])
+    return torch.cat(out)
+
+
+def small_ball_cdf(samples, t) -> tuple[np.ndarray, np.ndarray]:
+    """Empirical P(var < t) for each t, with its binomial standard error."""
+    v = np.sort(np.asarray(samples, dtype=float).ravel())
+    if v.size == 0:
+        raise ValueError("samples must be non-empty")
+    t = np.asarray(t, dtype=float)
+    p = np.searchsorted(v, t, side="left") / v.size
+    return p, np.sqrt(p * (1 - p) / v.size)
+
+
+def small_ball_exponent(samples, *, k: int | None = None, quantile: float = 0.01):
+    """Hill (maximum-likelihood) estimate of a in P(v < t) ~ c t^a from the k smallest samples.
+
+    If P(v < t) = c t^a exactly for t <= t0, the samples below t0, divided by t0, are i.i.d.
+    with P(u < s) = s^a, so -log u is exponential with rate a: the MLE is
+    a_hat = k / sum_i log(t0 / v_(i)) over the k smallest v (t0 = v_(k+1)), with standard
+    error a_hat / sqrt(k). Default k = ``quantile`` * n. Returns (a_hat, stderr, t0, k).
+    """
+    v = np.sort(np.asarray(samples, dtype=float).ravel())
+    if v.size < 3 or (v <= 0).any():
+        raise ValueError("samples must hold at least 3 positive numbers")
+    if k is None:
+        if not 0 < quantile < 1:
+            raise ValueError(f"quantile must be in (0, 1), got {quantile!r}")
+        k = max(2, int(quantile * v.size))
+    k = _check_int("k", k, 2)
+    if k >= v.size:
+        raise ValueError(f"k must be smaller than the number of samples ({v.size}), got {k}")
+    t0 = v[k]
+    a = k / np.log(t0 / v[:k]).sum()
+    return float(a), float(a / math.sqrt(k)), float(t0), k
+
+
+# ---- Lemma 4.2: danger zones ----------------------------------------------------------------
+@torch.no_grad()
+def danger_center(N: int, *, D: int = 4, L: int = 1, H: int = 1, init: str = "uniform",
+                  seed: int = 0, dtype=torch.float64) -> Recognizer:
+    """A random model moved to the centre of a danger zone: the first layer norm's input at eos
+    has variance exactly 0 (on every string of length N with the same parity of N).
+
+    Starting from ``Recognizer.random(1, D, L, H, init=init, seed=seed)``, the first attention
+    block's output map (Wo, bo) is set to 0 and the eos token embedding to
+    c 1 - phi(N+1) P_pos, so the LN input tok[eos] + phi(N+1) P_pos + attention = c 1 is
+    constant (c = mean of the old embedding). With eps = 0 this model's output is NaN and its
+    blowup infinite; Lemma 4.2 says that a random point of a small ball around it is still safe
+    with high probability.
+    """
+    N = check_n(N)
+    m = Recognizer.random(1, D, L, H, eps=0.0, init=init, seed=seed, dtype=dtype)
+    lay = m.layers[0]
+    lay.Wo.zero_()
+    lay.bo.zero_()
+    phi = positional_features(N, dtype=dtype)[-1]                  # eos features (1, +-1, 0)
+    shift = phi @ m.pos[0]                                         # (D,)
+    c = m.tok[0, 2].mean()
+    m.tok[0, 2] = c - shift
+    return m
+
+
+@torch.no_grad()
+def ball_sample(center: Recognizer, radius: float, n: int, *, seed: int = 0) -> Recognizer:
+    """n models drawn uniformly from the l-infinity ball of ``radius`` around a single model."""
+    center = _check_model(center)
+    if center.P != 1:
+        raise ValueError(f"center must be a single model (P = 1), got P={center.P}")
+    radius, n = _check_pos("radius", radius), _check_int("n", n)
+    g = torch.Generator().manual_seed(int(seed))
+    theta = center.flat().to(torch.float64)
+    u = torch.rand(n, theta.shape[1], generator=g, dtype=torch.float64) * 2 - 1
+    return center.like(n).set_flat((theta + radius * u).to(center.dtype))
+
+
+def exceedance(values, thresholds):
+    """For each threshold b: the fraction of ``values`` above b and its standard error."""
+    v = torch.as_tensor(values, dtype=torch.float64).reshape(-1)
+    b = torch.as_tensor(thresholds, dtype=torch.float64).reshape(-1)
+    if v.numel() == 0:
+        raise ValueError("values must be non-empty")
+    p = (v.unsqueeze(0) > b.unsqueeze(1)).double().mean(1)
+    return p.numpy(), (p * (1 - p) / v.numel()).sqrt().numpy()

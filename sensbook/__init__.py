@@ -14,3 +14,5 @@ from .profile import (ACCEPT, NONFINITE, REJECT, UNDECIDED, Profile, classify, p
 from .scale import SCALES, banner, device, pick, progress, scale, set_scale
 
 __version__ = "0.1.0"
+from .constructions import (CONSTRUCTIONS, construction_parameters, first_transformer,
+                            majority_transformer, parity_transformer)

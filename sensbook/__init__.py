@@ -16,3 +16,6 @@ from .scale import SCALES, banner, device, pick, progress, scale, set_scale
 __version__ = "0.1.0"
 from .constructions import (CONSTRUCTIONS, construction_parameters, first_transformer,
                             majority_transformer, parity_transformer)
+from .volume import (Agreement, FunctionCensus, affine_class, agreement, basin_curve, census_from_ids,
+                     critical_sigma, fit_power, ids_to_tables, parameter_function_map, perturb,
+                     table_ids, theorem45_bound, wilson_interval)

@@ -100,7 +100,9 @@ def _parity_params(gamma: float = 1.0):
       Head 1 puts weight e^{+lam} on even positions, head 2 on odd ones; their difference at the
       bump position is > 0 iff n = k + 1 is even iff k is odd (proved in the chapter for any
       lam > 0, any N), of size about 2 tanh(lam) u / (N+1) ~ 1/N^2.
-    * Layer 2 FFN erases everything at eos but o; the final LN (eps = 0) makes T = +-1.
+    * Layer 2 FFN erases te, r, b: at eos only o is left (t0 = t1 = 0 there), and the final LN
+      (eps = 0) makes T = +-1. Other positions keep their token coordinate, so no layer-norm
+      input anywhere has zero variance and the blowup beta (:meth:`Recognizer.trace`) is finite.
     """
     B = _Builder(["t0", "t1", "te", "r", "p", "c", "u", "b", "o"], L=2, H=2, F=16)
     for row, c in enumerate(("t0", "t1", "te")):
@@ -124,7 +126,7 @@ def _parity_params(gamma: float = 1.0):
         B.read("layers.1.Wk", "r", h * dh, sign)
         B.read("layers.1.Wv", "b", h * dh + 1)
         B.write("layers.1.Wo", h * dh + 1, "o", sign)
-    B.erase(1, ["t0", "t1", "te", "r", "b"], 0)
+    B.erase(1, ["te", "r", "b"], 0)      # t0 = t1 = 0 at eos; kept elsewhere
     B.readout()
     return B.p, 2
 
@@ -138,7 +140,7 @@ def _first_params():
       s = relu(f - t0 - te) - relu(f - t1 - te) = 1[n = 1] (2 x_1 - 1) (times that position's
       layer-norm scale): +-1 at position 1, exactly 0 elsewhere.
     * Layer 2 attention: zero queries (uniform); the value s gives +-g/(N+1) at eos in o.
-    * Layer 2 FFN erases te at eos; the final LN (eps = 0) makes T = 2 x_1 - 1 = +-1.
+    * Layer 2 FFN erases te (only o is left at eos); the final LN (eps = 0) makes T = 2 x_1 - 1 = +-1.
     """
     B = _Builder(["t0", "t1", "te", "f", "s", "o"], L=2, H=1, F=8)
     for row, c in enumerate(("t0", "t1", "te")):
@@ -150,7 +152,7 @@ def _first_params():
     B.write("layers.0.W2", 0, "s", 1.0); B.write("layers.0.W2", 1, "s", -1.0)
     B.read("layers.1.Wv", "s", 0)
     B.write("layers.1.Wo", 0, "o", 1.0)
-    B.erase(1, ["t0", "t1", "te", "f"], 0)
+    B.erase(1, ["te"], 0)                # t0 = t1 = f = s = 0 at eos
     B.readout()
     return B.p, 1
 
@@ -160,14 +162,14 @@ def _majority_params():
 
     Coordinates t0, t1, te, o. One layer: uniform attention averages the value t1 - t0, giving
     (2k - N)/(N+1) at eos (never 0 for odd N: ties exist only for even N); the FFN erases te
-    and the final LN (eps = 0) makes T = sign(2k - N) = +-1.
+    (only o is left at eos) and the final LN (eps = 0) makes T = sign(2k - N) = +-1.
     """
     B = _Builder(["t0", "t1", "te", "o"], L=1, H=1, F=6)
     for row, c in enumerate(("t0", "t1", "te")):
         B.write("tok", row, c, 1.0)
     B.read("layers.0.Wv", "t1", 0, 1.0); B.read("layers.0.Wv", "t0", 0, -1.0)
     B.write("layers.0.Wo", 0, "o", 1.0)
-    B.erase(0, ["t0", "t1", "te"], 0)
+    B.erase(0, ["te"], 0)                # t0 = t1 = 0 at eos
     B.readout()
     return B.p, 1
 

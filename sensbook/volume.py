@@ -135,12 +135,13 @@ def basin_curve(model, f, N, sigmas, P, *, kind="uniform", margin=0.0, n_samples
     sig = np.asarray(sigmas, dtype=float)
     if sig.ndim != 1 or not len(sig) or (sig < 0).any():
         raise ValueError("sigmas must be a non-empty 1-D sequence of numbers >= 0")
-    out = {k: [] for k in ("p_exact", "accuracy", "errors_by_weight")}
+    out = {k: [] for k in ("p_exact", "accuracy", "accuracy_sd", "errors_by_weight")}
     for i, s in enumerate(_progress(sig, desc=f"basin N={N}", disable=not progress)):
         pop = perturb(model, float(s), P, kind=kind, seed=seed + 7919 * i, dtype=dtype)
         ag = agreement(pop, f, N, margin=margin, n_samples=n_samples, seed=seed)
         out["p_exact"].append(ag.exact.double().mean().item())
         out["accuracy"].append(ag.accuracy.mean().item())
+        out["accuracy_sd"].append(ag.accuracy.std().item() if P > 1 else 0.0)
         out["errors_by_weight"].append(ag.error_fraction_by_weight.mean(0).numpy())
     res = {k: np.array(v) for k, v in out.items()}
     res["se"] = np.sqrt(res["p_exact"] * (1 - res["p_exact"]) / P)

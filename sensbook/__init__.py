@@ -27,3 +27,8 @@ from .geometry import (Recognition, ball_sample, blowup_bound, danger_center, di
                        exceedance, exhaustive_influence, flip_bits, flip_influence, output_table,
                        layer_norm_variances, lipschitz_theta, loglog_slope, random_strings,
                        recognition, small_ball_cdf, small_ball_exponent, with_flips)
+from .constructions import (CONSTRUCTIONS, construction_parameters, first_transformer,
+                            majority_transformer, parity_transformer)
+from .volume import (Agreement, FunctionCensus, affine_class, agreement, basin_curve, census_from_ids,
+                     critical_sigma, fit_power, ids_to_tables, parameter_function_map, perturb,
+                     table_ids, theorem45_bound, wilson_interval)

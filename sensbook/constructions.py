@@ -1,0 +1,216 @@
+"""Exact transformers for PARITY, FIRST and MAJORITY inside :class:`sensbook.Recognizer`.
+
+After Chiang & Cholak (2022): layer norm with eps = 0 turns an O(1/N) (or O(1/N^2)) difference
+at the eos position into a constant +-1 output. These are the book's proof of *expressivity*
+(the first half of Cor. 5.1-5.4: the parameter sets are non-empty; Theorem 4.5 says they are
+Lebesgue-null). The parameters are rebuilt from the description in ``shared/constructions.md``,
+adapted to this package's model, and do not depend on N (the positional features n/(N+1),
+(-1)^n and 1[n=1] carry the length); ``N`` is only validated.
+
+**The mirror trick.** Every vector written into the residual stream is ``[v, -v]`` (coordinate
+j and j + m), so each layer-norm input has mean exactly 0 and LN_eps(d) = d / sqrt(var(d) + eps)
+is a *positive multiple* of d, for every eps >= 0. Every feed-forward block has no bias, so it
+is positively homogeneous, and every construction below only needs per-position positive
+rescalings to leave signs (and the positions of zeros) unchanged. The final layer norm maps the
+eos vector ``a (e_o - e_o')`` to ``sign(a) sqrt(D/2) (e_o - e_o')`` when eps = 0, and the
+readout gives T = sign(a) exactly: margin 1 at every N. With eps > 0 the same parameters give
+T = a / sqrt(2 a^2 / D + eps) (times sqrt(2/D)), which keeps its sign but shrinks with |a|.
+
+Exact float64 evaluation: the erasures (``u + W2 relu(W1 u)``) cancel coordinates exactly in
+IEEE arithmetic (x + (-x) = 0), so rounding enters only through the O(1)-sized attention
+averages, at the 1e-16 level, against signals of order 1/N (FIRST, MAJORITY) or 1/N^2 (PARITY).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+
+from .boolean import check_n
+from .model import Recognizer
+
+__all__ = ["parity_transformer", "first_transformer", "majority_transformer",
+           "construction_parameters", "CONSTRUCTIONS"]
+
+
+class _Builder:
+    """Parameter arrays of a mirrored model with m named coordinates (D = 2m)."""
+
+    def __init__(self, names, L, H, F):
+        self.ix = {n: i for i, n in enumerate(names)}
+        self.m = len(names)
+        D = self.D = 2 * self.m
+        self.H, self.F = H, F
+        self.p = {"tok": np.zeros((3, D)), "pos": np.zeros((3, D)), "w": np.zeros(D),
+                  "omega": np.zeros(())}
+        for l in range(L):
+            for k in ("Wq", "Wk", "Wv", "Wo"):
+                self.p[f"layers.{l}.{k}"] = np.zeros((D, D))
+            for k in ("bq", "bk", "bv", "bo", "b2"):
+                self.p[f"layers.{l}.{k}"] = np.zeros(D)
+            self.p[f"layers.{l}.W1"] = np.zeros((D, F))
+            self.p[f"layers.{l}.b1"] = np.zeros(F)
+            self.p[f"layers.{l}.W2"] = np.zeros((F, D))
+
+    def write(self, key, row, coord, value):
+        """Write +value into coordinate ``coord`` and -value into its mirror."""
+        j = self.ix[coord]
+        self.p[key][row, j] += value
+        self.p[key][row, j + self.m] -= value
+
+    def read(self, key, coord, col, value=1.0):
+        """Read coordinate ``coord`` (first half only) into column ``col``."""
+        self.p[key][self.ix[coord], col] += value
+
+    def erase(self, l, coords, start):
+        """FFN hidden units start.. that cancel ``coords`` exactly: u + W2 relu(W1 u) = 0 there.
+
+        Each coordinate uses relu(c) and relu(-c), so it is cancelled whatever its sign.
+        """
+        j = start
+        for c in coords:
+            for s in (1.0, -1.0):
+                self.read(f"layers.{l}.W1", c, j, s)
+                self.write(f"layers.{l}.W2", j, c, -s)
+                j += 1
+        return j
+
+    def readout(self):
+        # The final LN maps a (e_o - e_o') to sign(a) sqrt(D/2) (e_o - e_o'): T = sign(a).
+        j = self.ix["o"]
+        self.p["w"][j] = 0.5 / math.sqrt(self.D / 2)
+        self.p["w"][j + self.m] = -0.5 / math.sqrt(self.D / 2)
+
+
+def _parity_params(gamma: float = 1.0):
+    """PARITY: D = 18, L = 2, H = 2, F = 16.
+
+    Coordinates: t0, t1, te (token one-hots), r = (-1)^n, p = n/(N+1), c, u (layer-1 averages),
+    b (the bump), o (output).
+
+    * Layer 1 attention, zero queries (uniform over the N+1 positions): c = k/(N+1) (k = number
+      of ones) and u = 1/(N+1) (the eos indicator, averaged).
+    * Layer 1 FFN: with a = c + u - p = (k + 1 - n)/(N+1), the three ReLUs
+      relu(a + u) - 2 relu(a) + relu(a - u) = u 1[n = k + 1] write the bump b at the one
+      position n = k + 1 (positions are 1..N+1, so k = 0..N always has one). It also erases
+      p, c, u, so every position has the same norm except the bump position: the layer norm
+      then scales all positions alike.
+    * Layer 2 attention, two heads from eos: queries gamma * te, keys +r and -r, values b.
+      Head 1 puts weight e^{+lam} on even positions, head 2 on odd ones; their difference at the
+      bump position is > 0 iff n = k + 1 is even iff k is odd (proved in the chapter for any
+      lam > 0, any N), of size about 2 tanh(lam) u / (N+1) ~ 1/N^2.
+    * Layer 2 FFN erases te, r, b: at eos only o is left (t0 = t1 = 0 there), and the final LN
+      (eps = 0) makes T = +-1. Other positions keep their token coordinate, so no layer-norm
+      input anywhere has zero variance and the blowup beta (:meth:`Recognizer.trace`) is finite.
+    """
+    B = _Builder(["t0", "t1", "te", "r", "p", "c", "u", "b", "o"], L=2, H=2, F=16)
+    for row, c in enumerate(("t0", "t1", "te")):
+        B.write("tok", row, c, 1.0)
+    B.write("pos", 0, "p", 1.0)          # n/(N+1)
+    B.write("pos", 1, "r", 1.0)          # (-1)^n
+    # layer 1: uniform attention (Wq = Wk = 0); head 1 values: col 0 = t1, col 1 = te
+    B.read("layers.0.Wv", "t1", 0); B.read("layers.0.Wv", "te", 1)
+    B.write("layers.0.Wo", 0, "c", 1.0); B.write("layers.0.Wo", 1, "u", 1.0)
+    # layer 1 FFN: the bump (units 0-2) and erasure of p, c, u (units 3-8)
+    W1 = "layers.0.W1"
+    for j, (cc, uu) in enumerate(((1, 2), (1, 1), (1, 0))):     # a + u, a, a - u with a = c + u - p
+        B.read(W1, "c", j, cc); B.read(W1, "u", j, uu); B.read(W1, "p", j, -1.0)
+    for j, wgt in enumerate((1.0, -2.0, 1.0)):
+        B.write("layers.0.W2", j, "b", wgt)
+    B.erase(0, ["p", "c", "u"], 3)
+    # layer 2: head 1 = columns 0..8, head 2 = columns 9..17 (d_head = 9)
+    dh = B.D // 2
+    for h, sign in ((0, 1.0), (1, -1.0)):
+        B.read("layers.1.Wq", "te", h * dh, gamma)
+        B.read("layers.1.Wk", "r", h * dh, sign)
+        B.read("layers.1.Wv", "b", h * dh + 1)
+        B.write("layers.1.Wo", h * dh + 1, "o", sign)
+    B.erase(1, ["te", "r", "b"], 0)      # t0 = t1 = 0 at eos; kept elsewhere
+    B.readout()
+    return B.p, 2
+
+
+def _first_params():
+    """FIRST (= x_1): D = 12, L = 2, H = 1, F = 8.
+
+    Coordinates t0, t1, te, f = 1[n = 1], s, o.
+
+    * Layer 1 attention: none (zero values). The FFN, positively homogeneous, writes
+      s = relu(f - t0 - te) - relu(f - t1 - te) = 1[n = 1] (2 x_1 - 1) (times that position's
+      layer-norm scale): +-1 at position 1, exactly 0 elsewhere.
+    * Layer 2 attention: zero queries (uniform); the value s gives +-g/(N+1) at eos in o.
+    * Layer 2 FFN erases te (only o is left at eos); the final LN (eps = 0) makes T = 2 x_1 - 1 = +-1.
+    """
+    B = _Builder(["t0", "t1", "te", "f", "s", "o"], L=2, H=1, F=8)
+    for row, c in enumerate(("t0", "t1", "te")):
+        B.write("tok", row, c, 1.0)
+    B.write("pos", 2, "f", 1.0)          # 1[n = 1]
+    W1 = "layers.0.W1"
+    B.read(W1, "f", 0); B.read(W1, "t0", 0, -1.0); B.read(W1, "te", 0, -1.0)
+    B.read(W1, "f", 1); B.read(W1, "t1", 1, -1.0); B.read(W1, "te", 1, -1.0)
+    B.write("layers.0.W2", 0, "s", 1.0); B.write("layers.0.W2", 1, "s", -1.0)
+    B.read("layers.1.Wv", "s", 0)
+    B.write("layers.1.Wo", 0, "o", 1.0)
+    B.erase(1, ["te"], 0)                # t0 = t1 = f = s = 0 at eos
+    B.readout()
+    return B.p, 1
+
+
+def _majority_params():
+    """MAJORITY (N odd): D = 8, L = 1, H = 1, F = 6.
+
+    Coordinates t0, t1, te, o. One layer: uniform attention averages the value t1 - t0, giving
+    (2k - N)/(N+1) at eos (never 0 for odd N: ties exist only for even N); the FFN erases te
+    (only o is left at eos) and the final LN (eps = 0) makes T = sign(2k - N) = +-1.
+    """
+    B = _Builder(["t0", "t1", "te", "o"], L=1, H=1, F=6)
+    for row, c in enumerate(("t0", "t1", "te")):
+        B.write("tok", row, c, 1.0)
+    B.read("layers.0.Wv", "t1", 0, 1.0); B.read("layers.0.Wv", "t0", 0, -1.0)
+    B.write("layers.0.Wo", 0, "o", 1.0)
+    B.erase(0, ["te"], 0)                # t0 = t1 = 0 at eos
+    B.readout()
+    return B.p, 1
+
+
+CONSTRUCTIONS = {"PARITY": _parity_params, "FIRST": _first_params, "MAJORITY": _majority_params}
+
+
+def construction_parameters(name: str) -> tuple[dict, int]:
+    """(parameter dict for :meth:`Recognizer.from_parameters`, H) of a named construction."""
+    if name not in CONSTRUCTIONS:
+        raise ValueError(f"name={name!r} is unknown; allowed: {', '.join(CONSTRUCTIONS)}")
+    return CONSTRUCTIONS[name]()
+
+
+def _build(name, N, eps, dtype, device):
+    if N is not None:
+        check_n(N)
+    if not (isinstance(eps, (int, float)) and math.isfinite(eps) and eps >= 0):
+        raise ValueError(f"eps must be a finite number >= 0, got {eps!r}")
+    params, H = construction_parameters(name)
+    return Recognizer.from_parameters(params, eps=eps, H=H, dtype=dtype, device=device)
+
+
+def parity_transformer(N: int | None = None, *, eps: float = 0.0, dtype=torch.float64,
+                       device=None) -> Recognizer:
+    """An exact PARITY recognizer (accept iff the number of ones is odd), T = +-1 at eps = 0.
+
+    Chiang & Cholak (2022), rebuilt for this model (see :func:`_parity_params`): D = 18, L = 2,
+    H = 2. The parameters are the same for every N (``N`` is only validated).
+    """
+    return _build("PARITY", N, eps, dtype, device)
+
+
+def first_transformer(N: int | None = None, *, eps: float = 0.0, dtype=torch.float64,
+                      device=None) -> Recognizer:
+    """An exact FIRST recognizer (accept iff x_1 = 1), T = +-1 at eps = 0; D = 12, L = 2, H = 1."""
+    return _build("FIRST", N, eps, dtype, device)
+
+
+def majority_transformer(N: int | None = None, *, eps: float = 0.0, dtype=torch.float64,
+                         device=None) -> Recognizer:
+    """An exact MAJORITY recognizer for odd N (accept iff more ones than zeros), T = +-1 at
+    eps = 0; D = 8, L = 1, H = 1. For even N a tie string gives a zero eos vector: T = NaN."""
+    return _build("MAJORITY", N, eps, dtype, device)

@@ -1,0 +1,311 @@
+"""How much parameter space each Boolean function occupies: basins, K_0 growth, P(f).
+
+Three measurements for the measure-zero theorem (Theorem 4.5, Cor. 5.1-5.4, Conjecture 5.5 of
+Kövér et al., 2026):
+
+* **Basins** (:func:`perturb`, :func:`agreement`, :func:`basin_curve`, :func:`critical_sigma`):
+  perturb an exact construction (:mod:`sensbook.constructions`) by noise of scale sigma and
+  measure how often it still recognises its function exactly, its accuracy, and in which
+  Hamming layers its errors fall.
+* **Function census** (:func:`affine_class`): which random models compute an affine function
+  (PARITY, m-sparse PARITY, DICTATOR/FIRST, constants, and their negations): Cor. 5.1-5.4
+  predict that these vanish as N grows.
+* **The parameter-function map** (:func:`parameter_function_map`, :func:`table_ids`,
+  :func:`wilson_interval`): the probability P(f) that a random transformer computes f
+  (Valle-Pérez et al., 2019), estimated by sampling with confidence intervals.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from .boolean import check_n, index_to_strings, strings
+from .model import Recognizer
+from .profile import ACCEPT, REJECT, classify, truth_table
+from .scale import progress as _progress
+
+__all__ = ["perturb", "Agreement", "agreement", "basin_curve", "critical_sigma", "fit_power",
+           "affine_class", "table_ids", "ids_to_tables", "wilson_interval",
+           "parameter_function_map", "census_from_ids", "FunctionCensus", "theorem45_bound"]
+
+NOISE = ("uniform", "gaussian")
+
+
+def _check_pos_int(v, name, lo=1):
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo:
+        raise ValueError(f"{name} must be an integer >= {lo}, got {v!r}")
+    return int(v)
+
+
+def perturb(model: Recognizer, sigma: float, P: int, *, kind: str = "uniform", seed: int = 0,
+            dtype=None) -> Recognizer:
+    """P copies of a single model with every parameter perturbed by independent noise.
+
+    ``kind='uniform'``: uniform on [-sigma, sigma] (an l-infinity ball of radius sigma);
+    ``kind='gaussian'``: N(0, sigma^2). All M parameters are perturbed, the zero ones too.
+    """
+    if model.P != 1:
+        raise ValueError(f"model must hold a single model (P = 1), got P={model.P}")
+    if kind not in NOISE:
+        raise ValueError(f"kind={kind!r} is unknown; allowed: {', '.join(NOISE)}")
+    if not (isinstance(sigma, (int, float)) and math.isfinite(sigma) and sigma >= 0):
+        raise ValueError(f"sigma must be a finite number >= 0, got {sigma!r}")
+    P = _check_pos_int(P, "P")
+    g = torch.Generator().manual_seed(int(seed))
+    theta = model.flat().double().cpu()
+    noise = (torch.rand(P, model.M, generator=g, dtype=torch.float64) * 2 - 1 if kind == "uniform"
+             else torch.randn(P, model.M, generator=g, dtype=torch.float64))
+    out = Recognizer(P, model.D, model.L, model.H, model.F, model.eps, device=model.device,
+                     dtype=dtype or model.dtype)
+    return out.set_flat((theta + sigma * noise).to(device=model.device, dtype=dtype or model.dtype))
+
+
+@dataclass
+class Agreement:
+    """How a population of models agrees with a target function f at length N.
+
+    ``exact`` (P,): every evaluated string decided and correct; ``accuracy`` (P,): fraction of
+    strings correct (undecided and non-finite count as wrong); ``errors_by_weight`` (P, N+1):
+    number of wrong strings with each Hamming weight; ``strings_by_weight`` (N+1,): number of
+    evaluated strings of each weight; ``n_strings``; ``exhaustive``.
+    """
+
+    N: int
+    exhaustive: bool
+    n_strings: int
+    exact: torch.Tensor
+    accuracy: torch.Tensor
+    errors_by_weight: torch.Tensor
+    strings_by_weight: torch.Tensor
+
+    @property
+    def error_fraction_by_weight(self) -> torch.Tensor:
+        """Errors per Hamming layer / size of the layer (NaN for empty layers): (P, N+1)."""
+        return self.errors_by_weight.double() / self.strings_by_weight.double()
+
+
+@torch.no_grad()
+def agreement(model, f, N: int, *, margin: float = 0.0, n_samples: int | None = None,
+              seed: int = 0, chunk_size: int = 1024) -> Agreement:
+    """Compare ``model`` (a population) with the Boolean function ``f`` on {0,1}^N.
+
+    Exhaustive over all 2^N strings when ``n_samples`` is None, else on ``n_samples`` uniform
+    strings (the same strings for every model). A string counts as correct only when its label
+    (threshold ``margin``, see :func:`sensbook.classify`) equals f(x).
+    """
+    N = check_n(N)
+    chunk_size = _check_pos_int(chunk_size, "chunk_size")
+    dev, dt = model.device, model.dtype
+    if n_samples is None:
+        if N > 24:
+            raise ValueError(f"N={N} is too large for an exhaustive comparison; pass n_samples")
+        total = 2**N
+        make = lambda a, b: strings(N, a, b, dtype=dt)
+    else:
+        total = _check_pos_int(n_samples, "n_samples")
+        g = torch.Generator().manual_seed(int(seed))
+        xs = torch.randint(0, 2, (total, N), generator=g).to(dt)
+        make = lambda a, b: xs[a:b]
+    wrong_w = torch.zeros(model.P, N + 1, dtype=torch.int64)
+    count_w = torch.zeros(N + 1, dtype=torch.int64)
+    for a in range(0, total, chunk_size):
+        x = make(a, min(a + chunk_size, total))
+        lab = classify(model(x.to(dev)), margin).cpu()                   # (P, B)
+        want = f(x).to(torch.int8)                                        # (B,)
+        bad = (lab != want).to(torch.int64)
+        w = x.sum(-1).round().to(torch.int64)
+        wrong_w.index_add_(1, w, bad)
+        count_w += torch.bincount(w, minlength=N + 1)
+    wrong = wrong_w.sum(-1)
+    return Agreement(N, n_samples is None, total, wrong == 0, 1 - wrong.double() / total,
+                     wrong_w, count_w)
+
+
+def basin_curve(model, f, N, sigmas, P, *, kind="uniform", margin=0.0, n_samples=None, seed=0,
+                dtype=torch.float32, progress=True):
+    """Exact-recognition probability and mean accuracy of perturbed copies, per sigma.
+
+    Returns a dict of numpy arrays over ``sigmas``: ``p_exact`` (fraction of the P perturbed
+    models that recognise f exactly), ``se`` (its binomial standard error), ``accuracy`` (mean
+    accuracy), ``errors_by_weight`` (len(sigmas), N+1: mean error fraction per Hamming layer).
+    """
+    sig = np.asarray(sigmas, dtype=float)
+    if sig.ndim != 1 or not len(sig) or (sig < 0).any():
+        raise ValueError("sigmas must be a non-empty 1-D sequence of numbers >= 0")
+    out = {k: [] for k in ("p_exact", "accuracy", "accuracy_sd", "errors_by_weight")}
+    for i, s in enumerate(_progress(sig, desc=f"basin N={N}", disable=not progress)):
+        pop = perturb(model, float(s), P, kind=kind, seed=seed + 7919 * i, dtype=dtype)
+        ag = agreement(pop, f, N, margin=margin, n_samples=n_samples, seed=seed)
+        out["p_exact"].append(ag.exact.double().mean().item())
+        out["accuracy"].append(ag.accuracy.mean().item())
+        out["accuracy_sd"].append(ag.accuracy.std().item() if P > 1 else 0.0)
+        out["errors_by_weight"].append(ag.error_fraction_by_weight.mean(0).numpy())
+    res = {k: np.array(v) for k, v in out.items()}
+    res["se"] = np.sqrt(res["p_exact"] * (1 - res["p_exact"]) / P)
+    res["sigmas"] = sig
+    return res
+
+
+def critical_sigma(sigmas, p_exact, level: float = 0.5) -> float:
+    """sigma* where the exact-recognition probability first falls to ``level``.
+
+    Linear interpolation in (log sigma, p) between the last grid point with p >= level and the
+    next one. NaN when p never reaches ``level`` on the grid (or starts below it).
+    """
+    s, p = np.asarray(sigmas, float), np.asarray(p_exact, float)
+    if s.shape != p.shape or s.ndim != 1 or (s <= 0).any() or (np.diff(s) <= 0).any():
+        raise ValueError("sigmas must be positive, increasing and the same length as p_exact")
+    below = np.nonzero(p < level)[0]
+    if not len(below) or below[0] == 0:
+        return float("nan")
+    j = below[0]
+    t = (p[j - 1] - level) / (p[j - 1] - p[j])
+    return float(np.exp(np.log(s[j - 1]) + t * (np.log(s[j]) - np.log(s[j - 1]))))
+
+
+def fit_power(x, y):
+    """Least-squares fit log y = a + b log x: returns (b, stderr of b, a)."""
+    x, y = np.log(np.asarray(x, float)), np.log(np.asarray(y, float))
+    if len(x) < 2 or x.shape != y.shape or not np.isfinite(y).all():
+        raise ValueError("x and y must be equal-length, with >= 2 finite positive values")
+    A = np.stack([np.ones_like(x), x], 1)
+    coef, *_ = np.linalg.lstsq(A, y, rcond=None)
+    dof = len(x) - 2
+    if dof > 0:
+        resid = y - A @ coef
+        cov = (resid @ resid / dof) * np.linalg.inv(A.T @ A)
+        se = float(np.sqrt(cov[1, 1]))
+    else:
+        se = float("nan")
+    return float(coef[1]), se, float(coef[0])
+
+
+def theorem45_bound(N, D: int, L: int):
+    """N^((D-1)/(2L) - 5): Theorem 4.5's lower bound on K_0 (constants unknown; asymptotic)."""
+    return np.asarray(N, float) ** ((D - 1) / (2 * L) - 5)
+
+
+def affine_class(table: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Which truth tables are affine: f(x) = c xor (xor_{i in S} x_i).
+
+    ``table`` (*pop, 2^N) of labels (0/1; any other entry makes the row non-affine). Returns
+    (m, S_mask): m = |S| for affine rows (0 = constant, 1 = DICTATOR or its negation, N =
+    PARITY or its negation) and -1 otherwise; S_mask (*pop, N) bool, the variables read.
+    Test: f is affine iff f(x) xor f(0) = xor_i x_i (f(e_i) xor f(0)) on every string.
+    """
+    size = table.shape[-1]
+    N = size.bit_length() - 1
+    if size != 2**N or N < 1:
+        raise ValueError("table must have 2^N entries in its last axis")
+    t = table.to(torch.int64)
+    valid = ((t == 0) | (t == 1)).all(-1)
+    f0 = t[..., :1]
+    S = (t[..., [1 << i for i in range(N)]] ^ f0).clamp(0, 1)                 # (*pop, N)
+    bits = index_to_strings(torch.arange(size), N, dtype=torch.int64)         # (2^N, N)
+    pred = ((bits * S.unsqueeze(-2)).sum(-1) % 2) ^ f0                        # (*pop, 2^N)
+    affine = valid & (pred == t).all(-1)
+    m = torch.where(affine, S.sum(-1), torch.full_like(S.sum(-1), -1))
+    return m, S.bool() & affine.unsqueeze(-1)
+
+
+def table_ids(table: torch.Tensor) -> torch.Tensor:
+    """A decided truth table (*pop, 2^N), N <= 5, as the integer sum_j f(x_j) 2^j (int64).
+
+    Rows with an undecided or non-finite entry get id -1.
+    """
+    size = table.shape[-1]
+    N = size.bit_length() - 1
+    if size != 2**N or not 1 <= N <= 5:
+        raise ValueError("table must have 2^N entries, 1 <= N <= 5, in its last axis")
+    t = table.to(torch.int64)
+    ok = ((t == 0) | (t == 1)).all(-1)
+    ids = (t.clamp(0, 1) << torch.arange(size)).sum(-1)
+    return torch.where(ok, ids, torch.full_like(ids, -1))
+
+
+def ids_to_tables(ids, N: int) -> torch.Tensor:
+    """Inverse of :func:`table_ids`: (len(ids), 2^N) 0/1 int8."""
+    N = check_n(N, maximum=5)
+    ids = torch.as_tensor(ids, dtype=torch.int64).reshape(-1, 1)
+    return ((ids >> torch.arange(2**N)) & 1).to(torch.int8)
+
+
+def wilson_interval(k, n, z: float = 1.96):
+    """Wilson score interval for a binomial proportion k/n (arrays allowed): (lo, hi).
+
+    Valid also for k = 0 (lo = 0, hi ~ z^2/n) where the normal interval collapses.
+    """
+    k, n = np.asarray(k, float), np.asarray(n, float)
+    if (n <= 0).any() or (k < 0).any() or (k > n).any():
+        raise ValueError("need 0 <= k <= n and n > 0")
+    p = k / n
+    den = 1 + z**2 / n
+    c = (p + z**2 / (2 * n)) / den
+    h = z * np.sqrt(p * (1 - p) / n + z**2 / (4 * n**2)) / den
+    return np.clip(c - h, 0, 1), np.clip(c + h, 0, 1)
+
+
+@dataclass
+class FunctionCensus:
+    """Counts of the functions computed by n_models random models at length N.
+
+    ``ids`` and ``counts``: each distinct function (see :func:`table_ids`) and how many models
+    computed it; ``n_undecided``: models with some undecided or non-finite string (excluded
+    from ``ids``, but counted in ``n_models``, so P(f) = count / n_models).
+    """
+
+    N: int
+    n_models: int
+    ids: np.ndarray
+    counts: np.ndarray
+    n_undecided: int
+
+    def probability(self, fid) -> float:
+        """Estimated P(f) for the function with id ``fid`` (0 if never seen)."""
+        hit = np.nonzero(self.ids == int(fid))[0]
+        return float(self.counts[hit[0]]) / self.n_models if len(hit) else 0.0
+
+    def count(self, fid) -> int:
+        hit = np.nonzero(self.ids == int(fid))[0]
+        return int(self.counts[hit[0]]) if len(hit) else 0
+
+    def interval(self, fid, z: float = 1.96):
+        """Wilson interval for P(f)."""
+        return wilson_interval(self.count(fid), self.n_models, z)
+
+
+@torch.no_grad()
+def parameter_function_map(N: int, n_models: int, *, D: int = 8, L: int = 2, H: int = 1,
+                           F: int | None = None, init: str = "uniform", scale: float = 1.0,
+                           eps: float = 0.0, margin: float = 0.0, batch: int = 4096,
+                           seed: int = 0, progress: bool = True) -> FunctionCensus:
+    """Sample ``n_models`` random transformers and count the Boolean function each computes.
+
+    Populations of ``batch`` models (seeds seed, seed+1, ...) are evaluated together on all 2^N
+    strings (N <= 5). This is the parameter-function map of Valle-Pérez et al. (2019) for
+    the recognizer of :mod:`sensbook.model`: P(f) = Pr_theta[model(theta) computes f].
+    """
+    N = check_n(N, maximum=5)
+    n_models = _check_pos_int(n_models, "n_models")
+    batch = _check_pos_int(batch, "batch")
+    ids = []
+    starts = list(range(0, n_models, batch))
+    for j, a in enumerate(_progress(starts, desc=f"P(f) N={N}", disable=not progress)):
+        P = min(batch, n_models - a)
+        model = Recognizer.random(P, D, L, H, F, eps, init=init, scale=scale, seed=seed + j)
+        tab = truth_table(model, N, margin=margin, progress=False)
+        ids.append(table_ids(tab))
+    return census_from_ids(torch.cat(ids), N)
+
+
+def census_from_ids(ids, N: int) -> FunctionCensus:
+    """Count function ids (from :func:`table_ids`; -1 = some string undecided)."""
+    ids = np.asarray(ids, dtype=np.int64).reshape(-1)
+    if not len(ids):
+        raise ValueError("ids must be non-empty")
+    und = int((ids < 0).sum())
+    u, c = np.unique(ids[ids >= 0], return_counts=True)
+    return FunctionCensus(check_n(N, maximum=5), len(ids), u, c, und)

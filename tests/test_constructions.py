@@ -1,0 +1,130 @@
+"""The Chiang-Cholak-style constructions against their specification (PARITY, FIRST, MAJORITY).
+
+Exhaustive on all 2^N strings for N <= 16, and on 10^4 uniform strings (plus the extreme
+strings) at N = 100 in float64; at N = 1000 on 10^3 strings by default, on 10^4 with
+SENSBOOK_FULL=1 (several CPU-minutes per construction).
+"""
+import os
+
+import numpy as np
+import pytest
+import torch
+
+import sensbook as sb
+from tests.test_model import one, reference
+
+BUILD = {"PARITY": (sb.parity_transformer, sb.PARITY), "FIRST": (sb.first_transformer, sb.FIRST),
+         "MAJORITY": (sb.majority_transformer, sb.MAJORITY)}
+# T = +-1 up to rounding: the final layer norm outputs sqrt(D/2) exactly up to a few ulps.
+TOL = 1e-12
+
+
+def lengths(name, Ns):
+    return [N for N in Ns if name != "MAJORITY" or N % 2]
+
+
+@pytest.mark.parametrize("name", BUILD)
+def test_exact_on_every_string_up_to_16(name):
+    mk, f = BUILD[name]
+    model = mk()
+    Ns = list(range(1, 13)) + ([16] if name != "MAJORITY" else [15])
+    for N in lengths(name, Ns):
+        x = sb.strings(N, dtype=torch.float64)
+        T = torch.cat([model(x[a:a + 8192])[0] for a in range(0, len(x), 8192)])
+        assert torch.equal(T > 0, f(x)), (name, N)
+        assert ((T.abs() - 1).abs() < TOL).all(), (name, N, (T.abs() - 1).abs().max())
+        # the profiler agrees: the construction's profile is the function's closed form
+        if N <= 10:
+            K = sb.sensitivity_profile(model, N, margin=1 - TOL, progress=False).K[0].numpy()
+            assert (K == f.profile(N)).all()
+
+
+def sample(N, n, seed):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randint(0, 2, (n, N), generator=g).double()
+    extremes = torch.stack([torch.zeros(N), torch.ones(N), torch.eye(N)[0], 1 - torch.eye(N)[0],
+                            torch.arange(N) % 2, (torch.arange(N) + 1) % 2]).double()
+    return torch.cat([extremes, x])
+
+
+@pytest.mark.parametrize("name", BUILD)
+@pytest.mark.parametrize("N", [100, 1000])
+def test_exact_on_random_strings_at_large_N(name, N):
+    mk, f = BUILD[name]
+    N = N + 1 if name == "MAJORITY" else N
+    n = 10_000 if (N < 500 or os.environ.get("SENSBOOK_FULL", "0") == "1") else 1000
+    x = sample(N, n, seed=N)
+    model = mk()
+    T = torch.cat([model(x[a:a + 500])[0] for a in range(0, len(x), 500)])
+    assert torch.equal(T > 0, f(x))
+    assert ((T.abs() - 1).abs() < TOL).all()           # achieved margin: |T| = 1 - O(1e-15)
+
+
+@pytest.mark.parametrize("name", BUILD)
+def test_matches_the_independent_reference_implementation(name):
+    mk, f = BUILD[name]
+    model = mk()
+    p = one(model, 0)
+    N = 7
+    for b in range(0, 2**N, 9):
+        x = sb.index_to_strings(torch.tensor(b), N).long().tolist()
+        Tr, var = reference(p, x, model.H, 0.0)
+        assert abs(Tr - model(torch.tensor([x]))[0, 0].item()) < 1e-9
+        assert (Tr > 0) == bool(f(torch.tensor(x)))
+
+
+@pytest.mark.parametrize("name", BUILD)
+def test_mirror_trick_every_layer_norm_input_has_mean_zero(name):
+    model = BUILD[name][0]()
+    x = sample(9, 50, 1)
+    _, tr = model.trace(x, inputs=True)
+    assert tr.inputs.mean(-1).abs().max() < 1e-14
+    assert torch.isfinite(tr.beta).all()           # no zero-variance LN input anywhere
+
+
+@pytest.mark.parametrize("name", ["PARITY", "FIRST"])
+def test_float32_is_enough_up_to_N_100(name):
+    mk, f = BUILD[name]
+    x = sample(100, 500, 3).float()
+    T = mk(dtype=torch.float32)(x)[0]
+    assert torch.equal(T > 0, f(x)) and ((T.abs() - 1).abs() < 1e-5).all()
+
+
+@pytest.mark.parametrize("name,power", [("FIRST", 2), ("PARITY", 4)])
+def test_last_layer_norm_variance_at_eos_shrinks_polynomially(name, power):
+    """The eos input of the last LN is a (e_o - e_o') with |a| ~ 1/N (FIRST) or ~1/N^2 (PARITY):
+    its variance 2 a^2 / D falls like N^-2 or N^-4; N^power * var stays within a factor 2."""
+    model = BUILD[name][0]()
+    v = []
+    for N in (25, 50, 100, 200):
+        _, tr = model.trace(sample(N, 40, N))
+        v.append(tr.variances[0, :, -1, -1].mean().item() * N**power)
+    assert max(v) / min(v) < 2, v
+
+
+@pytest.mark.parametrize("name", BUILD)
+def test_positive_eps_keeps_the_sign_and_shrinks_the_margin(name):
+    """LN_eps of a mean-zero vector is still a positive multiple of it: signs survive any eps,
+    but the eos input of the last LN is a (e_o - e_o') and the readout gives
+    |T| = sqrt(var / (var + eps)) exactly, which falls as |a| falls with N."""
+    mk, f = BUILD[name]
+    m1 = mk(eps=1e-4)
+    prev = np.inf
+    for N in (21, 41, 81, 161):
+        x = sample(N, 200, N)
+        T1, tr1 = m1.trace(x)
+        assert torch.equal(T1[0] > 0, f(x))
+        v1 = tr1.variances[0, :, -1, -1]
+        assert torch.allclose(T1[0].abs(), torch.sqrt(v1 / (v1 + 1e-4)), rtol=1e-9)
+        mean = T1[0].abs().mean().item()
+        assert mean < prev
+        prev = mean
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError):
+        sb.parity_transformer(eps=-1.0)
+    with pytest.raises(ValueError):
+        sb.construction_parameters("NOPE")
+    with pytest.raises(ValueError):
+        sb.first_transformer(0)

@@ -45,12 +45,13 @@ book-publish: setup assets
 	SENSBOOK_SCALE=$${SENSBOOK_SCALE:-book} SENSBOOK_PROGRESS=0 $(BIN)/jupyter-book build . \
 	  --config .publish_config.yml -W -n --keep-going
 
+# Two pytest workers share 2 cores: one thread each (OMP_NUM_THREADS=1) avoids oversubscription.
 # Every test: unit tests, every chapter under nbval at ci scale, the ci-scale HTML build, then the
 # built site in headless Chromium plus its internal links (screenshots: _build/site-test/).
 test: setup unit chapters book-ci site-test
 
 unit: setup
-	SENSBOOK_SCALE=ci SENSBOOK_PROGRESS=0 $(BIN)/python -m pytest -q -n $(JOBS) tests --ignore=tests/site
+	OMP_NUM_THREADS=1 SENSBOOK_SCALE=ci SENSBOOK_PROGRESS=0 $(BIN)/python -m pytest -q -n $(JOBS) tests --ignore=tests/site
 
 # Checks the HTML in _build/html (run `make book-ci` or `make book` first).
 site-test: setup chromium
@@ -65,7 +66,7 @@ chromium:
 	@test -x "$(CHROMIUM)" || { echo "no Chromium at $(CHROMIUM)"; exit 1; }
 
 chapters: setup
-	SENSBOOK_SCALE=ci SENSBOOK_PROGRESS=0 $(BIN)/python -m pytest -q $(NBVAL) -n $(JOBS) --dist loadfile book
+	OMP_NUM_THREADS=1 SENSBOOK_SCALE=ci SENSBOOK_PROGRESS=0 $(BIN)/python -m pytest -q $(NBVAL) -n $(JOBS) --dist loadfile book
 
 # After editing a chapter's .md: refresh its paired .ipynb (Colab opens that one).
 sync: setup

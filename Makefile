@@ -8,7 +8,7 @@ JOBS ?= 2
 # Kernels and tests import sensbook from this checkout, whatever the editable install points at.
 export PYTHONPATH := $(CURDIR)
 
-.PHONY: setup book book-ci test unit chapters sync clean
+.PHONY: setup book book-ci test unit chapters sync clean bench
 setup: $(STAMP)
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -41,3 +41,7 @@ sync: setup
 
 clean:
 	rm -rf _build
+
+# Performance figures on this machine (CPU, and CUDA when present); about 5 minutes on 2 cores.
+bench: setup
+	$(BIN)/python benchmarks/bench.py

@@ -42,6 +42,7 @@ sync: setup
 clean:
 	rm -rf _build
 
-# Performance figures on this machine (CPU, and CUDA when present); about 5 minutes on 2 cores.
+# Performance figures on this machine (CPU, and CUDA when present); a few minutes on 2 cores.
+# On a shared machine: make bench BENCH_ARGS="--threads 1 --clock cpu"
 bench: setup
-	$(BIN)/python benchmarks/bench.py
+	$(BIN)/python benchmarks/bench.py $(BENCH_ARGS)

@@ -1,4 +1,4 @@
-"""sensbook benchmark (issue 6): `make bench`, or `python benchmarks/bench.py [--quick]`.
+"""sensbook benchmark (issue 6): `make bench`, or `python benchmarks/bench.py [--full]`.
 
 Prints one table of figures measured in this run on this machine (CPU, and CUDA when present):
 
@@ -35,15 +35,21 @@ def sync(device):
         torch.cuda.synchronize()
 
 
+CLOCK = time.perf_counter
+
+
 def timed(fn, device, reps=1):
-    """Wall seconds per call of fn over ``reps`` calls (after one warm-up call)."""
+    """Seconds per call of fn over ``reps`` calls (after one warm-up call), by ``CLOCK``: wall
+    time, or with ``--clock cpu`` this process's CPU time (robust on a shared machine when
+    running one thread)."""
+    clock = time.perf_counter if device.type == "cuda" else CLOCK
     fn()
     sync(device)
-    t = time.perf_counter()
+    t = clock()
     for _ in range(reps):
         fn()
     sync(device)
-    return (time.perf_counter() - t) / reps
+    return (clock() - t) / reps
 
 
 def matmul_rate(device, n=1024, reps=40):
@@ -93,9 +99,10 @@ def lean_params(model, i):
 
 
 @torch.no_grad()
-def loop_profile_rate(model, N, n_strings, device, kind):
+def loop_profile_rate(model, N, n_strings, device, kind, flips=None):
     """Strings profiled per second by the per-string, per-flip loop (model 0; every model costs
-    the same), with labels checked against the batched profiler's truth table."""
+    the same), with labels checked against the batched profiler's truth table. With ``flips``,
+    only the first ``flips`` flips are run and the rate is scaled to all N."""
     g = torch.Generator().manual_seed(1)
     xs = torch.randint(0, 2, (n_strings, N), generator=g).to(device)
     one = model.select(0)
@@ -106,12 +113,20 @@ def loop_profile_rate(model, N, n_strings, device, kind):
     else:
         T = lambda x: one(x.unsqueeze(0).to(model.dtype))[0, 0]
     labels = []
+    threads = torch.get_num_threads()
 
     def run():
+        torch.set_num_threads(1)       # tiny per-string ops gain nothing from threads; on a
+        try:                           # shared machine threads only make the loop slower
+            _run()
+        finally:
+            torch.set_num_threads(threads)
+
+    def _run():
         labels.clear()
         for x in xs:
             s_lab = []
-            for n in range(-1, N):                     # the string, then each flip
+            for n in range(-1, N if flips is None else flips):   # the string, then its flips
                 y = x.clone()
                 if n >= 0:
                     y[n] = 1 - y[n]
@@ -119,18 +134,42 @@ def loop_profile_rate(model, N, n_strings, device, kind):
             labels.append(s_lab)
 
     dt = timed(run, device, 1)
+    if flips is not None:
+        dt *= (N + 1) / (flips + 1)
     return n_strings / dt, xs, labels
 
 
 # ---- the four items -----------------------------------------------------------------------------
-def exhaustive(device, rate, quick, rows):
+def profile_seconds(m, N, device, budget_strings):
+    """Seconds for the exhaustive profile of m at N. If P 2^N exceeds ``budget_strings``, the
+    truth table is timed on its first blocks only (the profiler's own per-chunk work: plan,
+    strings, forward, classify) and scaled to all 2^N strings, plus the measured time of
+    ``profile_from_table`` on a full table. Returns (seconds, fraction of strings evaluated)."""
+    if m.P * 2**N <= budget_strings:
+        reps = max(1, budget_strings // (16 * m.P * 2**N))
+        return timed(lambda: sb.sensitivity_profile(m, N, progress=False), device, reps), 1.0
+    from sensbook.boolean import index_to_strings
+    from sensbook.profile import _evaluate, plan_chunk
+    step = plan_chunk(m, N)
+    n = max(step, (budget_strings // m.P) // step * step)
+
+    def part():
+        for a in range(0, n, step):
+            idx = torch.arange(a, a + step, device=device)
+            _evaluate(m, index_to_strings(idx, N, dtype=m.dtype), 0.0, step)
+    t_table = timed(part, device, 1) * 2**N / n
+    full = torch.randint(-2, 2, (m.P, 2**N), dtype=torch.int8, device=device)
+    t_prof = timed(lambda: sb.profile_from_table(full), device, 1)
+    return t_table + t_prof, n / 2**N
+
+
+def exhaustive(device, rate0, args, rows):
     configs = [(10, 64, 4, 1), (10, 64, 4, 16), (16, 32, 2, 64)]
-    if quick:
-        configs = [(10, 64, 4, 1), (10, 64, 4, 16), (14, 32, 2, 64)]
     for N, D, L, P in configs:
         m = sb.Recognizer.random(P=P, D=D, L=L, H=1, init="xavier_normal", seed=0, device=device)
-        reps = max(1, 2**14 // (P * 2**N))
-        t = timed(lambda: sb.sensitivity_profile(m, N, progress=False), device, reps)
+        rate = matmul_rate(device)
+        t, share = profile_seconds(m, N, device, 2**30 if args.full else 2**18)
+        rate = (rate + matmul_rate(device)) / 2         # the matmul rate around this measurement
         ours = P * 2**N / t
         table = sb.truth_table(m.select(0), N, progress=False)[0]
         line = {}
@@ -140,33 +179,35 @@ def exhaustive(device, rate, quick, rows):
             agree = all(bool(table[i] == 1) == l[0] for i, l in zip(idx.tolist(), labs))
             line[kind] = (r, agree)
         floor_t = P * 2**N * forward_flops(N, D, L) / rate
+        part = "" if share == 1 else f" ({share:.0%} of strings timed, scaled)"
         rows.append((f"1. exhaustive N={N} D={D} L={L} H=1 P={P}",
-                     f"{ours:,.0f} model*strings/s in {t:.2f} s",
+                     f"{ours:,.0f} model*strings/s, {t:.2f} s{part}",
                      f"x{ours / line['pkg'][0]:,.0f} vs pkg loop ({line['pkg'][0]:,.1f}/s), "
                      f"x{ours / line['lean'][0]:,.0f} vs lean loop ({line['lean'][0]:,.1f}/s)"
                      + ("" if line['pkg'][1] and line['lean'][1] else "  [LABELS DISAGREE]")))
         frac = floor_t / t
         rows.append((f"4. floor, N={N} D={D} L={L} P={P}",
-                     f"{forward_flops(N, D, L) / 1e6:.2f} MFLOP/string; floor {floor_t:.3g} s",
-                     f"profiler at {100 * frac:.0f}% of the matmul rate; floor/lean-loop ratio "
+                     f"{forward_flops(N, D, L) / 1e6:.2f} MFLOP/string, matmul {rate / 1e9:.1f} GFLOP/s:"
+                     f" floor {floor_t:.3g} s",
+                     f"profiler at {100 * frac:.0f}% of the matmul rate; floor vs lean loop "
                      f"x{P * 2**N / floor_t / line['lean'][0]:,.0f}"))
         print(*rows[-2], sep="  |  ", flush=True)
         print(*rows[-1], sep="  |  ", flush=True)
 
 
-def sampled(device, quick, rows):
-    for N, n in ((256, 16), (1024, 2)):
+def sampled(device, args, rows):
+    for N, n in ((256, 16), (1024, 1)):
         m = sb.Recognizer.random(P=1, D=32, L=2, H=1, init="xavier_normal", seed=0, device=device)
         t = timed(lambda: sb.sensitivity_profile(m, N, n_samples=n, seed=0, progress=False), device, 1)
         ours = n * (N + 1) / t
-        r, _, _ = loop_profile_rate(m, N, 1, device, "lean")
+        r, _, _ = loop_profile_rate(m, N, 1, device, "lean", flips=15)
         rows.append((f"2. sampled N={N} D=32 L=2 P=1 ({n} strings)",
                      f"{ours:,.0f} strings*flips/s in {t:.2f} s",
-                     f"x{ours / (r * (N + 1)):,.1f} vs lean loop ({r * (N + 1):,.0f}/s)"))
+                     f"x{ours / (r * (N + 1)):,.1f} vs lean loop ({r * (N + 1):,.0f}/s, timed on 16 passes)"))
         print(*rows[-1], sep="  |  ", flush=True)
 
 
-def training(device, quick, rows, P=16, steps=20, N=10, D=64, L=4, batch=64):
+def training(device, args, rows, P=16, steps=20, N=10, D=64, L=4, batch=64):
     g = torch.Generator().manual_seed(0)
     x = torch.randint(0, 2, (batch, N), generator=g).float().to(device)
     y = (sb.PARITY(x).float() * 2 - 1).to(device)           # +-1 targets
@@ -192,29 +233,38 @@ def training(device, quick, rows, P=16, steps=20, N=10, D=64, L=4, batch=64):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--quick", action="store_true", help="smaller large-N profile (N=14), for a smoke test")
+    ap.add_argument("--full", action="store_true",
+                    help="time the whole N=16, P=64 profile (minutes) instead of its first 2^12 strings")
     ap.add_argument("--cpu-only", action="store_true")
+    ap.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
+    ap.add_argument("--clock", choices=("wall", "cpu"), default="wall",
+                    help="wall time, or process CPU time (use with --threads 1 on a shared machine)")
     args = ap.parse_args()
+    global CLOCK
+    if args.clock == "cpu":
+        CLOCK = time.process_time
+    if args.threads:
+        torch.set_num_threads(args.threads)
     devices = [torch.device("cpu")]
     if torch.cuda.is_available() and not args.cpu_only:
         devices.append(torch.device("cuda"))
     t0 = time.perf_counter()
     for device in devices:
         name = torch.cuda.get_device_name(device) if device.type == "cuda" else \
-            f"{platform.processor() or platform.machine()}, {torch.get_num_threads()} threads"
+            f"{platform.processor() or platform.machine()}, {torch.get_num_threads()} threads, {args.clock} clock"
         print(f"\n## sensbook {sb.__version__} benchmark on {device.type} ({name}), torch {torch.__version__}\n",
               flush=True)
         rate = matmul_rate(device)
         rows = [("matmul rate (1024^2 float32)" if device.type == "cpu" else "matmul rate (8192^2 float32)",
                  f"{rate / 1e9:,.1f} GFLOP/s", "")]
         print(*rows[-1], sep="  |  ", flush=True)
-        exhaustive(device, rate, args.quick, rows)
-        sampled(device, args.quick, rows)
-        training(device, args.quick, rows)
+        exhaustive(device, rate, args, rows)
+        sampled(device, args, rows)
+        training(device, args, rows)
         print("\n| item | measured | ratio / fraction |\n|---|---|---|")
         for r in rows:
             print("| " + " | ".join(r) + " |")
-    print(f"\ntotal {time.perf_counter() - t0:.0f} s wall")
+    print(f"\ntotal {time.perf_counter() - t0:.0f} s wall, {time.process_time():.0f} s CPU")
 
 
 if __name__ == "__main__":

@@ -260,7 +260,8 @@ def main():
         print(*rows[-1], sep="  |  ", flush=True)
         exhaustive(device, rate, args, rows)
         sampled(device, args, rows)
-        training(device, args, rows)
+        training(device, args, rows)                       # the literature's size
+        training(device, args, rows, steps=40, D=16, L=2)   # a small model: overhead-bound
         print("\n| item | measured | ratio / fraction |\n|---|---|---|")
         for r in rows:
             print("| " + " | ".join(r) + " |")

@@ -8,7 +8,7 @@ JOBS ?= 2
 # Kernels and tests import sensbook from this checkout, whatever the editable install points at.
 export PYTHONPATH := $(CURDIR)
 
-.PHONY: setup assets book book-ci book-publish test unit chapters site-test chromium sync clean
+.PHONY: setup assets book book-ci book-publish test unit chapters site-test chromium sync clean bench
 # The browser test drives this Chromium (Debian's package; Playwright never downloads browsers).
 CHROMIUM ?= /usr/bin/chromium
 export SENSBOOK_CHROMIUM := $(CHROMIUM)
@@ -74,3 +74,8 @@ sync: setup
 
 clean:
 	rm -rf _build .publish_config.yml
+
+# Performance figures on this machine (CPU, and CUDA when present); a few minutes on 2 cores.
+# On a shared machine: make bench BENCH_ARGS="--threads 1 --clock cpu"
+bench: setup
+	$(BIN)/python benchmarks/bench.py $(BENCH_ARGS)

@@ -65,18 +65,37 @@ def _where(classifier, device, dtype):
     return torch.device(device), dtype
 
 
-def _chunk(classifier, N, memory_mb, chunk_size, per_item=1):
-    """Strings per call: explicit, or from the classifier's memory estimate and the budget."""
+#: Positions x models per forward call that keep a recognizer's activations cache-sized: larger
+#: chunks only add memory traffic (measured by benchmarks/bench.py); the budget caps them too.
+CACHE_ROWS = 16384
+
+
+def plan_chunk(classifier, N, memory_mb=256, chunk_size=None, per_item=1):
+    """Strings per classifier call: ``chunk_size`` if given, else the largest number of items
+    (a string, or a string with its N flips when ``per_item = N + 1``) whose activations fit
+    ``memory_mb`` by the classifier's ``memory_per_string(N)`` estimate, and, for a
+    :class:`sensbook.Recognizer`-like classifier (with attribute ``P``), at most
+    ``CACHE_ROWS`` positions x models. Without an estimate: 64 (N+1) bytes per string, and at
+    most 2^16 strings. The chunk never depends on 2^N, so memory beyond the output does not grow
+    with it; it never changes a result either.
+    """
     if chunk_size is not None:
-        if int(chunk_size) < 1:
+        if isinstance(chunk_size, bool) or int(chunk_size) < 1:
             raise ValueError(f"chunk_size must be >= 1, got {chunk_size!r}")
         return int(chunk_size)
     if not memory_mb > 0:
         raise ValueError(f"memory_mb must be > 0, got {memory_mb!r}")
     est = getattr(classifier, "memory_per_string", None)
     if callable(est):
-        return max(1, int(memory_mb * 2**20 // (est(N) * per_item)))
+        step = int(memory_mb * 2**20 // (est(N) * per_item))
+        P = getattr(classifier, "P", None)
+        if isinstance(P, int) and P >= 1:
+            step = min(step, CACHE_ROWS // (P * (N + 1) * per_item))
+        return max(1, step)
     return max(1, min(int(memory_mb * 2**20 // (64 * (N + 1) * per_item)), 2**16 // per_item))
+
+
+_chunk = plan_chunk
 
 
 @torch.no_grad()
@@ -202,35 +221,53 @@ def _bincount(s, valid, N):
 
 
 def profile_from_table(table: torch.Tensor, *, chunk: int = 1 << 16) -> Profile:
-    """The exact profile of a truth table (*pop, 2^N) of labels from :func:`truth_table`."""
+    """The exact profile of a truth table (*pop, 2^N) of labels from :func:`truth_table`.
+
+    Works over aligned blocks of 2^c <= ``chunk`` strings, so extra memory is O(pop x chunk).
+    In a block, the neighbour across bit b < c is the other half of a pair of runs of 2^b (a
+    reshape, no index arrays); across bit b >= c it is the aligned block ``start ^ 2^b`` (a
+    slice).
+    """
     if not isinstance(table, torch.Tensor) or table.dim() < 1:
         raise ValueError("table must be a tensor of shape (..., 2^N)")
     size = table.shape[-1]
     N = size.bit_length() - 1
     if size != 2**N or N < 1:
         raise ValueError(f"table must have 2^N entries in its last axis (N >= 1), got {size}")
+    if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 1:
+        raise ValueError(f"chunk must be an integer >= 1, got {chunk!r}")
     table = table.to(torch.int8)
     pop = table.shape[:-1]
-    z = lambda: torch.zeros(pop, dtype=torch.int64, device=table.device)
-    counts = torch.zeros(*pop, N + 1, dtype=torch.int64, device=table.device)
+    table = table.reshape(-1, size)
+    dev = table.device
+    c = min(chunk.bit_length() - 1, N)                     # blocks of 2^c strings
+    c = max(c, 0)
+    step = 1 << c
+    rows = table.shape[0]
+    counts = torch.zeros(rows, N + 1, dtype=torch.int64, device=dev)
+    z = lambda: torch.zeros(rows, dtype=torch.int64, device=dev)
     und, nonf, inc, acc = z(), z(), z(), z()
-    for a in range(0, size, chunk):
-        idx = torch.arange(a, min(a + chunk, size), device=table.device)
-        lab = table[..., idx]
-        s = torch.zeros(lab.shape, dtype=torch.int64, device=table.device)
-        bad_nb = torch.zeros(lab.shape, dtype=torch.bool, device=table.device)
+    for a in range(0, size, step):
+        lab = table[:, a:a + step]
+        s = torch.zeros(lab.shape, dtype=torch.int16, device=dev)
+        bad_nb = torch.zeros(lab.shape, dtype=torch.bool, device=dev)
         for b in range(N):
-            nb = table[..., idx ^ (1 << b)]
-            s += (nb != lab).to(torch.int64)
+            if b < c:
+                nb = lab.reshape(rows, step >> (b + 1), 2, 1 << b).flip(2).reshape(rows, step)
+            else:
+                o = a ^ (1 << b)
+                nb = table[:, o:o + step]
+            s += nb != lab
             bad_nb |= nb < 0
         decided = lab >= 0
         complete = decided & ~bad_nb
-        counts += _bincount(s, complete, N)
+        counts += _bincount(s.to(torch.int64), complete, N)
         und += (lab == UNDECIDED).sum(-1)
         nonf += (lab == NONFINITE).sum(-1)
         inc += (decided & bad_nb).sum(-1)
         acc += (lab == ACCEPT).sum(-1)
-    return Profile(N, True, size, counts, und, nonf, inc, acc)
+    r = lambda t: t.reshape(pop + t.shape[1:])
+    return Profile(N, True, size, r(counts), r(und), r(nonf), r(inc), r(acc))
 
 
 @torch.no_grad()

@@ -1,0 +1,272 @@
+"""sensbook benchmark (issue 6): `make bench`, or `python benchmarks/bench.py [--full]`.
+
+Prints one table of figures measured in this run on this machine (CPU, and CUDA when present):
+
+1. exhaustive profiles of random recognizers: (model x string) profiled per second, against a
+   plain per-model, per-string, per-flip loop (one forward pass per string and per flip, as the
+   literature did) over the same models, implemented here in two ways:
+   *pkg loop* calls ``sb.Recognizer`` (P = 1) on one string at a time; *lean loop* is a minimal
+   functional forward of the same parameters on one string (no checks, no batching);
+2. sampled profiles at N = 256 and 1024: (strings x flips) evaluated per second;
+3. training a population: P = 16 seeds in one batched model vs one after another (Adam + MSE);
+4. the floor: FLOPs of the standard forward pass (every layer at every position) over the
+   matrix-multiply rate measured in this run, and the fraction of that rate the profiler reaches.
+
+Every figure is measured over a fixed amount of work (wall clock; ratios come from one run).
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import platform
+import sys
+import time
+
+import torch
+import torch.nn.functional as Fn
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import sensbook as sb  # noqa: E402
+
+
+def sync(device):
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+
+
+CLOCK = time.perf_counter
+
+
+def timed(fn, device, reps=1):
+    """Seconds per call of fn over ``reps`` calls (after one warm-up call), by ``CLOCK``: wall
+    time, or with ``--clock cpu`` this process's CPU time (robust on a shared machine when
+    running one thread)."""
+    clock = time.perf_counter if device.type == "cuda" else CLOCK
+    fn()
+    sync(device)
+    t = clock()
+    for _ in range(reps):
+        fn()
+    sync(device)
+    return (clock() - t) / reps
+
+
+def matmul_rate(device, n=1024, reps=40):
+    """FLOP/s of an n x n float32 matmul (the machine's dense rate, measured now)."""
+    a = torch.randn(n, n, device=device)
+    b = torch.randn(n, n, device=device)
+    if device.type == "cuda":
+        n, reps = 8192, 20
+        a = torch.randn(n, n, device=device)
+        b = torch.randn(n, n, device=device)
+    return 2 * n**3 / timed(lambda: a @ b, device, reps)
+
+
+def forward_flops(N, D, L, F=None):
+    """FLOPs of the standard forward pass on one string, one model: every layer at every one
+    of the S = N+1 positions (Q, K, V, O projections, the FFN, scores and weighted sum)."""
+    F = 4 * D if F is None else F
+    S = N + 1
+    return L * (2 * S * (4 * D * D + 2 * D * F) + 4 * S * S * D) + 2 * D
+
+
+# ---- the plain loops (baselines) ----------------------------------------------------------------
+def lean_forward(p, x, H, eps, phi):
+    """One model (parameters p without the population axis), one string x (N,): the textbook
+    post-LN forward, written plainly (what a per-string evaluation script does)."""
+    h = p["tok"][torch.cat([x.long(), x.new_tensor([2]).long()])] + phi @ p["pos"]
+    S, D = h.shape
+    dh = D // H
+    for l in range(len(p["layers"])):
+        g = p["layers"][l]
+        q = (h @ g["Wq"] + g["bq"]).reshape(S, H, dh).transpose(0, 1)
+        k = (h @ g["Wk"] + g["bk"]).reshape(S, H, dh).transpose(0, 1)
+        v = (h @ g["Wv"] + g["bv"]).reshape(S, H, dh).transpose(0, 1)
+        a = torch.softmax(q @ k.transpose(1, 2) / math.sqrt(dh), -1) @ v
+        h = Fn.layer_norm(h + a.transpose(0, 1).reshape(S, D) @ g["Wo"] + g["bo"], (D,), eps=eps)
+        f = torch.relu(h @ g["W1"] + g["b1"]) @ g["W2"] + g["b2"]
+        h = Fn.layer_norm(h + f, (D,), eps=eps)
+    return h[-1] @ p["w"] + p["omega"]
+
+
+def lean_params(model, i):
+    d = {k: v[i].detach() for k, v in model.named_parameters()}
+    layers = [{m: d[f"layers.{l}.{m}"] for m in ("Wq", "Wk", "Wv", "Wo", "bq", "bk", "bv", "bo",
+                                                  "W1", "b1", "W2", "b2")}
+              for l in range(model.L)]
+    return {"tok": d["tok"], "pos": d["pos"], "w": d["w"], "omega": d["omega"], "layers": layers}
+
+
+@torch.no_grad()
+def loop_profile_rate(model, N, n_strings, device, kind, flips=None):
+    """Strings profiled per second by the per-string, per-flip loop (model 0; every model costs
+    the same), with labels checked against the batched profiler's truth table. With ``flips``,
+    only the first ``flips`` flips are run and the rate is scaled to all N."""
+    g = torch.Generator().manual_seed(1)
+    xs = torch.randint(0, 2, (n_strings, N), generator=g).to(device)
+    one = model.select(0)
+    if kind == "lean":
+        p = lean_params(model, 0)
+        phi = sb.positional_features(N, device=device, dtype=model.dtype)
+        T = lambda x: lean_forward(p, x, model.H, model.eps, phi)
+    else:
+        T = lambda x: one(x.unsqueeze(0).to(model.dtype))[0, 0]
+    labels = []
+    threads = torch.get_num_threads()
+
+    def run():
+        torch.set_num_threads(1)       # tiny per-string ops gain nothing from threads; on a
+        try:                           # shared machine threads only make the loop slower
+            _run()
+        finally:
+            torch.set_num_threads(threads)
+
+    def _run():
+        labels.clear()
+        for x in xs:
+            s_lab = []
+            for n in range(-1, N if flips is None else flips):   # the string, then its flips
+                y = x.clone()
+                if n >= 0:
+                    y[n] = 1 - y[n]
+                s_lab.append(float(T(y)) > 0)
+            labels.append(s_lab)
+
+    dt = timed(run, device, 1)
+    if flips is not None:
+        dt *= (N + 1) / (flips + 1)
+    return n_strings / dt, xs, labels
+
+
+# ---- the four items -----------------------------------------------------------------------------
+def profile_seconds(m, N, device, budget_strings):
+    """Seconds for the exhaustive profile of m at N. If P 2^N exceeds ``budget_strings``, the
+    truth table is timed on its first blocks only (the profiler's own per-chunk work: plan,
+    strings, forward, classify) and scaled to all 2^N strings, plus the measured time of
+    ``profile_from_table`` on a full table. Returns (seconds, fraction of strings evaluated)."""
+    if m.P * 2**N <= budget_strings:
+        reps = max(1, budget_strings // (16 * m.P * 2**N))
+        return timed(lambda: sb.sensitivity_profile(m, N, progress=False), device, reps), 1.0
+    from sensbook.boolean import index_to_strings
+    from sensbook.profile import _evaluate, plan_chunk
+    step = plan_chunk(m, N)
+    n = max(step, (budget_strings // m.P) // step * step)
+
+    def part():
+        for a in range(0, n, step):
+            idx = torch.arange(a, a + step, device=device)
+            _evaluate(m, index_to_strings(idx, N, dtype=m.dtype), 0.0, step)
+    t_table = timed(part, device, 1) * 2**N / n
+    full = torch.randint(-2, 2, (m.P, 2**N), dtype=torch.int8, device=device)
+    t_prof = timed(lambda: sb.profile_from_table(full), device, 1)
+    return t_table + t_prof, n / 2**N
+
+
+def exhaustive(device, rate0, args, rows):
+    configs = [(10, 64, 4, 1), (10, 64, 4, 16), (16, 32, 2, 64)]
+    for N, D, L, P in configs:
+        m = sb.Recognizer.random(P=P, D=D, L=L, H=1, init="xavier_normal", seed=0, device=device)
+        rate = matmul_rate(device)
+        t, share = profile_seconds(m, N, device, 2**30 if args.full else 2**18)
+        rate = (rate + matmul_rate(device)) / 2         # the matmul rate around this measurement
+        ours = P * 2**N / t
+        table = sb.truth_table(m.select(0), N, progress=False)[0]
+        line = {}
+        for kind, n in (("pkg", 20 if N <= 10 else 10), ("lean", 40 if N <= 10 else 20)):
+            r, xs, labs = loop_profile_rate(m, N, n, device, kind)
+            idx = sb.strings_to_index(xs.cpu())
+            agree = all(bool(table[i] == 1) == l[0] for i, l in zip(idx.tolist(), labs))
+            line[kind] = (r, agree)
+        floor_t = P * 2**N * forward_flops(N, D, L) / rate
+        part = "" if share == 1 else f" ({share:.0%} of strings timed, scaled)"
+        rows.append((f"1. exhaustive N={N} D={D} L={L} H=1 P={P}",
+                     f"{ours:,.0f} model*strings/s, {t:.2f} s{part}",
+                     f"x{ours / line['pkg'][0]:,.0f} vs pkg loop ({line['pkg'][0]:,.1f}/s), "
+                     f"x{ours / line['lean'][0]:,.0f} vs lean loop ({line['lean'][0]:,.1f}/s)"
+                     + ("" if line['pkg'][1] and line['lean'][1] else "  [LABELS DISAGREE]")))
+        frac = floor_t / t
+        rows.append((f"4. floor, N={N} D={D} L={L} P={P}",
+                     f"{forward_flops(N, D, L) / 1e6:.2f} MFLOP/string, matmul {rate / 1e9:.1f} GFLOP/s:"
+                     f" floor {floor_t:.3g} s",
+                     f"profiler at {100 * frac:.0f}% of the matmul rate; floor vs lean loop "
+                     f"x{P * 2**N / floor_t / line['lean'][0]:,.0f}"))
+        print(*rows[-2], sep="  |  ", flush=True)
+        print(*rows[-1], sep="  |  ", flush=True)
+
+
+def sampled(device, args, rows):
+    for N, n in ((256, 16), (1024, 1)):
+        m = sb.Recognizer.random(P=1, D=32, L=2, H=1, init="xavier_normal", seed=0, device=device)
+        t = timed(lambda: sb.sensitivity_profile(m, N, n_samples=n, seed=0, progress=False), device, 1)
+        ours = n * (N + 1) / t
+        r, _, _ = loop_profile_rate(m, N, 1, device, "lean", flips=15)
+        rows.append((f"2. sampled N={N} D=32 L=2 P=1 ({n} strings)",
+                     f"{ours:,.0f} strings*flips/s in {t:.2f} s",
+                     f"x{ours / (r * (N + 1)):,.1f} vs lean loop ({r * (N + 1):,.0f}/s, timed on 16 passes)"))
+        print(*rows[-1], sep="  |  ", flush=True)
+
+
+def training(device, args, rows, P=16, steps=20, N=10, D=64, L=4, batch=64):
+    g = torch.Generator().manual_seed(0)
+    x = torch.randint(0, 2, (batch, N), generator=g).float().to(device)
+    y = (sb.PARITY(x).float() * 2 - 1).to(device)           # +-1 targets
+
+    def train(model, n_steps):
+        opt = torch.optim.Adam(model.parameters(), lr=1e-3, foreach=True)
+        for _ in range(n_steps):
+            opt.zero_grad(set_to_none=True)
+            loss = ((model(x) - y) ** 2).mean(-1).sum()     # models independent: sum of losses
+            loss.backward()
+            opt.step()
+
+    pop = sb.Recognizer.random(P=P, D=D, L=L, H=1, eps=1e-5, init="xavier_normal", seed=0, device=device)
+    singles = [pop.select(i) for i in range(P)]
+    together = timed(lambda: train(pop, steps), device, 1)
+    one_by_one = timed(lambda: [train(s, steps) for s in singles], device, 1)
+    rows.append((f"3. training P={P} N={N} D={D} L={L} H=1 batch={batch}, Adam+MSE",
+                 f"together {P * steps / together:,.1f} model-steps/s, "
+                 f"one after another {P * steps / one_by_one:,.1f}",
+                 f"x{one_by_one / together:,.1f}"))
+    print(*rows[-1], sep="  |  ", flush=True)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--full", action="store_true",
+                    help="time the whole N=16, P=64 profile (minutes) instead of its first 2^12 strings")
+    ap.add_argument("--cpu-only", action="store_true")
+    ap.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
+    ap.add_argument("--clock", choices=("wall", "cpu"), default="wall",
+                    help="wall time, or process CPU time (use with --threads 1 on a shared machine)")
+    args = ap.parse_args()
+    global CLOCK
+    if args.clock == "cpu":
+        CLOCK = time.process_time
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    devices = [torch.device("cpu")]
+    if torch.cuda.is_available() and not args.cpu_only:
+        devices.append(torch.device("cuda"))
+    t0 = time.perf_counter()
+    for device in devices:
+        name = torch.cuda.get_device_name(device) if device.type == "cuda" else \
+            f"{platform.processor() or platform.machine()}, {torch.get_num_threads()} threads, {args.clock} clock"
+        print(f"\n## sensbook {sb.__version__} benchmark on {device.type} ({name}), torch {torch.__version__}\n",
+              flush=True)
+        rate = matmul_rate(device)
+        rows = [("matmul rate (1024^2 float32)" if device.type == "cpu" else "matmul rate (8192^2 float32)",
+                 f"{rate / 1e9:,.1f} GFLOP/s", "")]
+        print(*rows[-1], sep="  |  ", flush=True)
+        exhaustive(device, rate, args, rows)
+        sampled(device, args, rows)
+        training(device, args, rows)                       # the literature's size
+        training(device, args, rows, steps=40, D=16, L=2)   # a small model: overhead-bound
+        print("\n| item | measured | ratio / fraction |\n|---|---|---|")
+        for r in rows:
+            print("| " + " | ".join(r) + " |")
+    print(f"\ntotal {time.perf_counter() - t0:.0f} s wall, {time.process_time():.0f} s CPU")
+
+
+if __name__ == "__main__":
+    main()

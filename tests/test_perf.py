@@ -1,0 +1,124 @@
+"""Issue 6: the fast paths give the same results as the plain ones, and memory stays bounded.
+
+No timings here: benchmarks/bench.py measures speed.
+"""
+import math
+
+import pytest
+import torch
+
+import sensbook as sb
+from sensbook.profile import CACHE_ROWS, plan_chunk
+
+
+def gather_profile(table):
+    """The straightforward profile of a truth table: neighbours by index XOR, all at once."""
+    size = table.shape[-1]
+    N = size.bit_length() - 1
+    idx = torch.arange(size)
+    lab = table.to(torch.int8)
+    nbs = torch.stack([lab[..., idx ^ (1 << b)] for b in range(N)], -1)     # (*pop, 2^N, N)
+    s = (nbs != lab.unsqueeze(-1)).sum(-1)
+    complete = (lab >= 0) & ~(nbs < 0).any(-1)
+    counts = torch.stack([((s == k) & complete).sum(-1) for k in range(N + 1)], -1)
+    return counts, (lab == -1).sum(-1), (lab == -2).sum(-1), ((lab >= 0) & (nbs < 0).any(-1)).sum(-1)
+
+
+@pytest.mark.parametrize("N, chunk", [(1, 1), (3, 2), (6, 1), (6, 8), (9, 16), (9, 1 << 16), (10, 100)])
+def test_block_profile_equals_gather_profile(N, chunk):
+    g = torch.Generator().manual_seed(N)
+    table = torch.randint(-2, 2, (3, 2, 2**N), generator=g, dtype=torch.int8)
+    table[0, 0] = torch.randint(0, 2, (2**N,), generator=g)          # one row fully decided
+    p = sb.profile_from_table(table, chunk=chunk)
+    counts, und, nonf, inc = gather_profile(table)
+    assert p.counts.shape == (3, 2, N + 1)
+    assert torch.equal(p.counts, counts) and torch.equal(p.undecided, und)
+    assert torch.equal(p.nonfinite, nonf) and torch.equal(p.incomplete, inc)
+    assert torch.equal(p.accepted, (table == 1).sum(-1))
+
+
+def test_fast_forward_equals_traced_forward_float64():
+    for P, D, L, H, eps in [(3, 8, 1, 1, 0.0), (2, 12, 3, 3, 1e-3), (4, 6, 2, 2, 0.5)]:
+        m = sb.Recognizer.random(P=P, D=D, L=L, H=H, eps=eps, init="gaussian", seed=3,
+                                 dtype=torch.float64)
+        x = sb.strings(7)
+        T, _ = m.trace(x)
+        assert torch.allclose(m(x), T, rtol=1e-10, atol=1e-10)
+        xp = torch.randint(0, 2, (P, 9, 7), generator=torch.Generator().manual_seed(0))
+        assert torch.allclose(m(xp), m.trace(xp)[0], rtol=1e-10, atol=1e-10)
+
+
+def test_zero_variance_is_nan_on_the_fast_path_too():
+    m = sb.Recognizer(P=2, D=4, L=2)              # all zero: every LN input constant
+    assert torch.isnan(m(sb.strings(3))).all()
+    with torch.no_grad():                          # a constant, non-zero LN input (0.1 everywhere)
+        m.tok.fill_(0.1)
+    assert torch.isnan(m(sb.strings(3))).all()
+
+
+def test_batched_chunked_and_per_string_outputs_agree():
+    m = sb.Recognizer.random(P=4, D=16, L=3, H=2, seed=7)
+    x = sb.strings(8)
+    whole = m(x)
+    chunks = torch.cat([m(x[a:a + 37]) for a in range(0, 256, 37)], -1)
+    assert torch.equal(whole, chunks)                       # the same kernels on any chunk
+    one = torch.stack([m(x[b:b + 1])[:, 0] for b in range(0, 256, 17)], -1)
+    assert torch.allclose(whole[:, ::17], one, atol=1e-5)
+    for i in range(4):
+        assert torch.allclose(m.select(i)(x)[0], whole[i], atol=1e-5)
+
+
+@pytest.mark.parametrize("N", [3, 6])
+def test_profiles_equal_the_per_string_per_flip_loop(N):
+    m = sb.Recognizer.random(P=2, D=8, L=2, H=2, seed=N, init="xavier_normal")
+    table = sb.truth_table(m, N, progress=False)
+    for chunk in (1, 5, 64, None):
+        assert torch.equal(sb.truth_table(m, N, chunk_size=chunk, progress=False), table)
+    # the loop the literature used: each model, each string, each flip: one forward pass each
+    K = torch.zeros(2, N + 1, dtype=torch.int64)
+    for i in range(2):
+        one = m.select(i)
+        for x in sb.strings(N):
+            lab = [bool(one(x.unsqueeze(0))[0, 0] > 0)]
+            for n in range(N):
+                y = x.clone()
+                y[n] = 1 - y[n]
+                lab.append(bool(one(y.unsqueeze(0))[0, 0] > 0))
+            K[i, sum(l != lab[0] for l in lab[1:])] += 1
+    assert torch.equal(sb.profile_from_table(table).K, K)
+    assert torch.equal(sb.sensitivity_profile(m, N, progress=False).K, K)
+    est = sb.sensitivity_profile(m, N, n_samples=50, seed=2, progress=False)
+    for chunk in (1, 3, 50):
+        again = sb.sensitivity_profile(m, N, n_samples=50, seed=2, chunk_size=chunk, progress=False)
+        assert torch.equal(est.counts, again.counts)
+
+
+def test_chunk_planner_arithmetic_bounds_memory():
+    m = sb.Recognizer.random(P=2, D=8, L=1, seed=0)
+    for N in (10, 16, 20, 24):
+        for mb in (0.05, 1, 256):
+            step = plan_chunk(m, N, mb)
+            assert step >= 1
+            assert step == 1 or step * m.memory_per_string(N) <= mb * 2**20      # the budget
+            assert step * m.P * (N + 1) <= max(CACHE_ROWS, m.P * (N + 1))       # cache-sized
+            flips = plan_chunk(m, N, mb, per_item=N + 1)
+            assert flips == 1 or flips * (N + 1) * m.memory_per_string(N) <= mb * 2**20
+    assert plan_chunk(m, 10, 256, chunk_size=7) == 7
+    assert plan_chunk(lambda x: x.sum(-1) > 0, 10, 1) == 2**20 // (64 * 11)
+    with pytest.raises(ValueError, match="memory_mb"):
+        plan_chunk(m, 10, 0)
+
+
+def test_exhaustive_calls_never_grow_with_two_to_the_n():
+    m = sb.Recognizer.random(P=2, D=4, L=1, seed=0)
+    seen = []
+
+    def clf(x):
+        seen.append(x.shape[0])
+        return m(x)
+    clf.memory_per_string, clf.P = m.memory_per_string, m.P
+    for N in (10, 13):
+        seen.clear()
+        sb.truth_table(clf, N, memory_mb=1, progress=False)
+        assert max(seen) == plan_chunk(clf, N, 1) < 2**N
+        assert math.ceil(2**N / max(seen)) == len(seen)

@@ -25,7 +25,7 @@ from .sweep import Store, Sweep, get_sweep, key, results_dir, run_sweep
 from .sweep import version as results_version
 from .geometry import (Recognition, ball_sample, blowup_bound, danger_center, distinct_functions,
                        exceedance, exhaustive_influence, flip_bits, flip_influence, output_table,
-                       layer_norm_variances, lipschitz_theta, loglog_slope, random_strings,
+                       layer_norm_variances, lipschitz_theta, random_strings,
                        recognition, small_ball_cdf, small_ball_exponent, with_flips)
 from .constructions import (CONSTRUCTIONS, construction_parameters, first_transformer,
                             majority_transformer, parity_transformer)

@@ -9,7 +9,7 @@ results follows ``paper-notes.md`` (Kövér et al., 2026):
 * Cor. 3.4: :func:`recognition` (constant / non-constant / not recognised with margin xi);
 * Prop. 3.5: :func:`distinct_functions` (packing) and :func:`lipschitz_theta` (Lemma 3.1);
 * Section 4 (small-ball heuristic): :func:`layer_norm_variances`, :func:`small_ball_cdf`,
-  :func:`small_ball_exponent` (Hill estimator), :func:`loglog_slope`;
+  :func:`small_ball_exponent` (Hill estimator);
 * Lemma 4.2 (danger zones): :func:`danger_center`, :func:`ball_sample`, :func:`exceedance`.
 """
 from __future__ import annotations
@@ -27,7 +27,7 @@ from .scale import progress as _progress
 
 __all__ = [
     "blowup_bound", "flip_bits", "with_flips", "flip_influence", "output_table", "exhaustive_influence",
-    "Recognition", "recognition", "distinct_functions", "lipschitz_theta", "loglog_slope",
+    "Recognition", "recognition", "distinct_functions", "lipschitz_theta",
     "layer_norm_variances", "small_ball_cdf", "small_ball_exponent", "danger_center",
     "ball_sample", "exceedance", "random_strings",
 ]
@@ -232,16 +232,6 @@ def lipschitz_theta(model: Recognizer, x: torch.Tensor, *, norm: float = 1) -> t
             g = torch.cat([gr.reshape(model.P, -1) for gr in grads], dim=1).double()
             out[:, b] = torch.linalg.vector_norm(g, ord=norm, dim=1)
     return out
-
-
-def loglog_slope(x, y) -> float:
-    """Least-squares slope of log y against log x (positive x and y)."""
-    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
-    if x.shape != y.shape or x.size < 2:
-        raise ValueError("x and y must have the same shape with at least 2 points")
-    if (x <= 0).any() or (y <= 0).any():
-        raise ValueError("x and y must be positive for a log-log fit")
-    return float(np.polyfit(np.log(x), np.log(y), 1)[0])
 
 
 # ---- Section 4: the small-ball law ----------------------------------------------------------

@@ -126,13 +126,6 @@ def test_lipschitz_gradient_predicts_finite_differences():
     assert (lip2 <= lip1 + 1e-12).all() and (lip1 <= math.sqrt(M) * lip2 * (1 + 1e-12)).all()
 
 
-def test_loglog_slope_recovers_a_power():
-    x = np.array([10, 30, 100, 300, 1000.0])
-    assert sb.loglog_slope(x, 3 * x ** -1.0) == pytest.approx(-1.0)
-    with pytest.raises(ValueError):
-        sb.loglog_slope(x, -x)
-
-
 @pytest.mark.parametrize("a", [0.5, 1.5, 3.0])
 def test_small_ball_exponent_recovers_a_known_exponent(a):
     # v = U^(1/a) has P(v < t) = t^a exactly: the Hill estimate is within 4 standard errors

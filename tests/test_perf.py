@@ -37,25 +37,6 @@ def test_block_profile_equals_gather_profile(N, chunk):
     assert torch.equal(p.accepted, (table == 1).sum(-1))
 
 
-def test_fast_forward_equals_traced_forward_float64():
-    for P, D, L, H, eps in [(3, 8, 1, 1, 0.0), (2, 12, 3, 3, 1e-3), (4, 6, 2, 2, 0.5)]:
-        m = sb.Recognizer.random(P=P, D=D, L=L, H=H, eps=eps, init="gaussian", seed=3,
-                                 dtype=torch.float64)
-        x = sb.strings(7)
-        T, _ = m.trace(x)
-        assert torch.allclose(m(x), T, rtol=1e-10, atol=1e-10)
-        xp = torch.randint(0, 2, (P, 9, 7), generator=torch.Generator().manual_seed(0))
-        assert torch.allclose(m(xp), m.trace(xp)[0], rtol=1e-10, atol=1e-10)
-
-
-def test_zero_variance_is_nan_on_the_fast_path_too():
-    m = sb.Recognizer(P=2, D=4, L=2)              # all zero: every LN input constant
-    assert torch.isnan(m(sb.strings(3))).all()
-    with torch.no_grad():                          # a constant, non-zero LN input (0.1 everywhere)
-        m.tok.fill_(0.1)
-    assert torch.isnan(m(sb.strings(3))).all()
-
-
 def test_batched_chunked_and_per_string_outputs_agree():
     m = sb.Recognizer.random(P=4, D=16, L=3, H=2, seed=7)
     x = sb.strings(8)

@@ -7,10 +7,15 @@
   error on every page.
 - After the build it deletes JavaScript/CSS source maps (*.map) that the theme ships: browsers
   fetch them only with developer tools open, and they would add megabytes to the site.
+- After the build it also copies the widget bundle's icon fonts to `book/@jupyter-widgets/`.
+  widgets/setup.js points the bundle at `_static/widgets/`, but the bundle sometimes resolves the
+  fonts' URL relative to the page instead (a race in webpack's public-path detection seen in
+  about one page load in ten); serving them at both places makes every load complete.
 """
 from __future__ import annotations
 
 import pathlib
+import shutil
 
 import site_assets
 
@@ -33,15 +38,21 @@ def _dedupe_scripts(app, pagename, templatename, context, doctree):
     scripts[:] = kept      # in place: the builder reverts this list before the next page
 
 
-def _drop_source_maps(app, exception):
+def _finish(app, exception):
     if exception is not None or app.builder.format != "html":
         return
-    for p in pathlib.Path(app.outdir).rglob("*.map"):
+    out = pathlib.Path(app.outdir)
+    for p in out.rglob("*.map"):
         p.unlink()
+    fonts = [p for p in (out / "_static" / "widgets").glob("*") if p.suffix in (".woff", ".woff2", ".ttf")]
+    if fonts:
+        (out / "book" / "@jupyter-widgets").mkdir(parents=True, exist_ok=True)
+        for p in fonts:
+            shutil.copyfile(p, out / "book" / "@jupyter-widgets" / p.name)
 
 
 def setup(app):
     app.connect("config-inited", _ensure_assets)
     app.connect("html-page-context", _dedupe_scripts, priority=900)   # after the others add theirs
-    app.connect("build-finished", _drop_source_maps)
+    app.connect("build-finished", _finish)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -22,7 +22,7 @@ from .boolean import (FIRST, MAJORITY, MAX_EXHAUSTIVE_N, PARITY, BooleanFunction
                       sparse_parity, strings, strings_to_index)
 from .constructions import (CONSTRUCTIONS, construction_parameters, first_transformer,
                             majority_transformer, parity_transformer)
-from .geometry import (Recognition, ball_sample, blowup_bound, danger_center, distinct_functions,
+from .geometry import (Recognition, blowup_bound, danger_center, distinct_functions,
                        exceedance, exhaustive_influence, flip_bits, flip_influence,
                        layer_norm_variances, lipschitz_theta, output_table, random_strings,
                        recognition, small_ball_cdf, small_ball_exponent, with_flips)

@@ -10,7 +10,8 @@ results follows ``paper-notes.md`` (Kövér et al., 2026):
 * Prop. 3.5: :func:`distinct_functions` (packing) and :func:`lipschitz_theta` (Lemma 3.1);
 * Section 4 (small-ball heuristic): :func:`layer_norm_variances`, :func:`small_ball_cdf`,
   :func:`small_ball_exponent` (Hill estimator);
-* Lemma 4.2 (danger zones): :func:`danger_center`, :func:`ball_sample`, :func:`exceedance`.
+* Lemma 4.2 (danger zones): :func:`danger_center`, :func:`exceedance` (the l-infinity ball
+  around a centre is :func:`sensbook.perturb` with ``kind='uniform'``).
 """
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .boolean import MAX_EXHAUSTIVE_N, check_n, index_to_strings
+from .boolean import check_n, index_to_strings
 from .model import Recognizer, positional_features
 from .profile import ACCEPT, REJECT, classify
 from .scale import progress as _progress
@@ -29,7 +30,7 @@ __all__ = [
     "blowup_bound", "flip_bits", "with_flips", "flip_influence", "output_table", "exhaustive_influence",
     "Recognition", "recognition", "distinct_functions", "lipschitz_theta",
     "layer_norm_variances", "small_ball_cdf", "small_ball_exponent", "danger_center",
-    "ball_sample", "exceedance", "random_strings",
+    "exceedance", "random_strings",
 ]
 
 
@@ -322,18 +323,6 @@ def danger_center(N: int, *, D: int = 4, L: int = 1, H: int = 1, init: str = "un
 
 
 @torch.no_grad()
-def ball_sample(center: Recognizer, radius: float, n: int, *, seed: int = 0) -> Recognizer:
-    """n models drawn uniformly from the l-infinity ball of ``radius`` around a single model."""
-    center = _check_model(center)
-    if center.P != 1:
-        raise ValueError(f"center must be a single model (P = 1), got P={center.P}")
-    radius, n = _check_pos("radius", radius), _check_int("n", n)
-    g = torch.Generator().manual_seed(int(seed))
-    theta = center.flat().to(torch.float64)
-    u = torch.rand(n, theta.shape[1], generator=g, dtype=torch.float64) * 2 - 1
-    return center.like(n).set_flat((theta + radius * u).to(center.dtype))
-
-
 def exceedance(values, thresholds):
     """For each threshold b: the fraction of ``values`` above b and its standard error."""
     v = torch.as_tensor(values, dtype=torch.float64).reshape(-1)

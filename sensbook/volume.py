@@ -24,7 +24,7 @@ import torch
 
 from .boolean import check_n, index_to_strings, strings
 from .model import Recognizer
-from .profile import ACCEPT, REJECT, classify, truth_table
+from .profile import classify, truth_table
 from .scale import progress as _progress
 
 __all__ = ["perturb", "Agreement", "agreement", "basin_curve", "critical_sigma", "fit_power",

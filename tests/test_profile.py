@@ -1,5 +1,4 @@
 """The profiler against brute force, for Boolean functions and arbitrary torch classifiers."""
-import numpy as np
 import pytest
 import torch
 

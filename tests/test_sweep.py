@@ -9,7 +9,6 @@ import sys
 import pytest
 
 import sensbook as sb
-from sensbook import sweep as sw
 from sensbook.cli import main
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]

@@ -160,9 +160,9 @@ def test_run_config_rejects_incomplete_configs():
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_cuda_population_matches_cpu():
-    pr, seeds, N = tiny(), [0, 1, 2], 6
+    pr, seeds, N = tiny(), [0, 1, 2], 7
     cpu = sb.init_population(seeds, pr, dtype=torch.float64)
     gpu = sb.init_population(seeds, pr, device="cuda", dtype=torch.float64)
-    sb.train_population(cpu, sb.MAJORITY, 7, seeds, pr, progress=False)
-    sb.train_population(gpu, sb.MAJORITY, 7, seeds, pr, progress=False)
+    sb.train_population(cpu, sb.MAJORITY, N, seeds, pr, progress=False)
+    sb.train_population(gpu, sb.MAJORITY, N, seeds, pr, progress=False)
     torch.testing.assert_close(gpu.flat().cpu(), cpu.flat(), rtol=1e-6, atol=1e-6)

@@ -9,7 +9,7 @@ from urllib.parse import unquote, urlsplit
 
 import pytest
 
-from .conftest import HTML, html_pages
+from .conftest import html_pages
 
 PAGES = html_pages()
 LOADED = {("script", "src"), ("link", "href"), ("img", "src"), ("source", "src"), ("iframe", "src"),

@@ -12,7 +12,9 @@ Companion package of the executable book following Kövér, Butoi, Svete, Hahn &
 * ``geometry``: eps > 0 and eps = 0: influence, blowup, packing, small-ball law (chapters 3-4);
 * ``constructions``, ``volume``: exact PARITY/FIRST/MAJORITY transformers, basins, K_0 growth,
   the parameter-function map (chapter 5);
-* ``train``, ``sweep``, ``cli``: population training and resumable sweeps (chapter 6).
+* ``train``: population training (chapter 6);
+* ``experiments``, ``sweep``, ``cli``: every expensive computation as an experiment with stored,
+  resumable results (``sensbook list``, ``sensbook sweep``).
 """
 from importlib.metadata import PackageNotFoundError, version as _version
 
@@ -31,7 +33,9 @@ from .profile import (ACCEPT, NONFINITE, REJECT, UNDECIDED, Profile, classify, p
                       sampled_profile, sensitivity_profile, truth_table, zero_sensitivity_count)
 from .scale import SCALES, banner, device, pick, progress, scale, set_scale
 from .survey import random_function_k0, random_transformer_survey
-from .sweep import Store, Sweep, get_sweep, key, results_dir, run_sweep
+from .experiments import EXPERIMENTS, Experiment, experiments, run_experiment
+from .experiments import select as experiments_select
+from .sweep import Store, Sweep, key, results_dir, run_sweep
 from .sweep import version as results_version
 from .train import (CH6_SIZES, CH6_TARGETS, Protocol, accuracy, analyse, ch6_configs, ch6_length,
                     ch6_rows, ch6_sweep, ch6_table, init_population, population_loss, profile_tv,

@@ -1,14 +1,17 @@
-"""The ``sensbook`` command: run a chapter's sweep at any scale, with a progress bar.
+"""The ``sensbook`` command: list the book's experiments, run any of them at any scale.
 
-    sensbook sweep ch6 --scale paper --out results/            # compute what is missing
-    sensbook sweep ch6 --scale paper --out results/ --workers 4 # four processes
-    sensbook sweep ch6 --scale paper --devices cuda:0,cuda:1   # one worker per GPU
+    sensbook list                                               # every experiment, sizes, cost
+    sensbook sweep ch5 --scale paper --out results/             # all of chapter 5's experiments
+    sensbook sweep ch5.k0_growth --scale paper --workers 4      # one experiment, four processes
+    sensbook sweep all --scale book --workers 2                 # everything `make book` needs
+    sensbook sweep ch6 --scale paper --devices cuda:0,cuda:1    # one worker per GPU
     sensbook sweep ch6 --scale book --status                    # what is stored, nothing run
-    sensbook list                                               # the chapters with a sweep
+    sensbook calibrate ch5                                      # cost model vs a measured ci run
 
-Finished configurations are stored under ``OUT/<chapter>/`` as they finish; rerunning skips
+Finished configurations are stored under ``OUT/<experiment>/`` as they finish; rerunning skips
 them, so an interrupted sweep resumes. Build the book from them with
-``SENSBOOK_RESULTS=OUT SENSBOOK_SCALE=<scale> make book``.
+``SENSBOOK_RESULTS=OUT SENSBOOK_SCALE=<scale> make book``. ``--scale`` defaults to
+``$SENSBOOK_SCALE``, else ``book``.
 """
 from __future__ import annotations
 
@@ -19,13 +22,15 @@ import sys
 
 def _parser():
     from .scale import SCALES
-    from .sweep import SWEEPS
 
-    p = argparse.ArgumentParser(prog="sensbook", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="sensbook", description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter,
+                                epilog=__doc__.split("\n\n", 1)[1])
     sub = p.add_subparsers(dest="command", required=True)
-    s = sub.add_parser("sweep", help="run (or resume) a chapter's sweep")
-    s.add_argument("chapter", choices=sorted(SWEEPS))
-    s.add_argument("--scale", choices=SCALES, default="book")
+    s = sub.add_parser("sweep", help="run (or resume) experiments: a name, a chapter, or all")
+    s.add_argument("experiment", help="an experiment (ch5.k0_growth), a chapter (ch5), or all")
+    s.add_argument("--scale", choices=SCALES, default=None,
+                   help="default: $SENSBOOK_SCALE, else book")
     s.add_argument("--out", default=None, help="results folder (default $SENSBOOK_RESULTS or results/)")
     s.add_argument("--workers", type=int, default=1, help="processes (concurrent.futures)")
     s.add_argument("--device", default=None, help="torch device, e.g. cpu, cuda, cuda:1 "
@@ -33,38 +38,79 @@ def _parser():
     s.add_argument("--devices", default=None,
                    help="comma-separated devices to spread the workers over, e.g. cuda:0,cuda:1")
     s.add_argument("--status", action="store_true", help="report what is stored; compute nothing")
-    sub.add_parser("list", help="chapters that have a sweep")
+    ls = sub.add_parser("list", help="every experiment: configurations and predicted cost per scale")
+    ls.add_argument("--scale", choices=SCALES, default=None, help="only this scale")
+    c = sub.add_parser("calibrate", help="run an experiment's ci configurations and compare the "
+                                         "measured seconds with its cost model")
+    c.add_argument("experiment")
+    c.add_argument("--out", default=None, help="results folder (default: a temporary one)")
     return p
+
+
+def _fmt_seconds(s: float) -> str:
+    return f"{s:.0f} s" if s < 120 else (f"{s / 60:.1f} min" if s < 7200 else f"{s / 3600:.1f} h")
+
+
+def _scale(args):
+    from .scale import scale
+
+    return args.scale or scale()
 
 
 def main(argv=None) -> int:
     args = _parser().parse_args(argv)
-    from .sweep import SWEEPS, Store, get_sweep, results_dir, run_sweep
+    from .experiments import select
+    from .scale import SCALES
+    from .sweep import Store, results_dir, run_sweep
 
+    try:
+        exps = select(getattr(args, "experiment", "all"))
+    except ValueError as e:
+        print(f"sensbook: {e}", file=sys.stderr)
+        return 2
     if args.command == "list":
-        for name in sorted(SWEEPS):
-            print(name)
+        scales = [args.scale] if args.scale else list(SCALES)
+        print(f"{'experiment':28s} " + " ".join(f"{s + ' (configs, predicted)':>26s}" for s in scales))
+        for e in exps:
+            cells = []
+            for s in scales:
+                cells.append(f"{len(e.configs(s)):>5d}, {_fmt_seconds(e.predicted_seconds(s)):>19s}")
+            print(f"{e.name:28s} " + " ".join(f"{c:>26s}" for c in cells))
+        print("predicted: seconds on the reference machine (2 CPU cores, one thread per worker)")
+        return 0
+    if args.command == "calibrate":
+        import tempfile
+        import time
+
+        out = args.out or tempfile.mkdtemp(prefix="sensbook-calibrate-")
+        for e in exps:
+            for c in e.configs("ci"):
+                sw = e.sweep("ci")
+                t0 = time.perf_counter()
+                run_sweep(type(sw)(sw.name, [c], sw.runner), out, progress=False)
+                print(f"{e.name}: measured {time.perf_counter() - t0:8.2f} s, "
+                      f"predicted {e.cost(c):8.2f} s")
         return 0
     if args.workers < 1:
         print("sensbook: --workers must be >= 1", file=sys.stderr)
         return 2
-    sweep = get_sweep(args.chapter, args.scale)
+    scale = _scale(args)
     out = args.out or results_dir()
-    store = Store(out, sweep.name)
-    if args.status:
-        done = sum(store.done(c) for c in sweep.configs)
-        print(f"{sweep.name} @ {args.scale}: {done}/{len(sweep.configs)} stored in {store.folder} "
-              f"(version {store.version})")
-        return 0
-    kwargs = {}
     if args.device:
         os.environ["SENSBOOK_DEVICE"] = args.device      # workers inherit it
     devices = [d.strip() for d in args.devices.split(",") if d.strip()] if args.devices else None
     workers = max(args.workers, len(devices)) if devices else args.workers
-    _, stats = run_sweep(sweep, out, workers=workers, progress=True, runner_kwargs=kwargs,
-                         devices=devices)
-    print(f"{sweep.name} @ {args.scale}: {stats['stored']} already stored, {stats['computed']} "
-          f"computed; results in {store.folder}")
+    for e in exps:
+        sweep = e.sweep(scale)
+        store = Store(out, sweep.name)
+        if args.status:
+            done = sum(store.done(c) for c in sweep.configs)
+            print(f"{sweep.name} @ {scale}: {done}/{len(sweep.configs)} stored in {store.folder} "
+                  f"(version {store.version})")
+            continue
+        _, stats = run_sweep(sweep, out, workers=workers, progress=True, devices=devices)
+        print(f"{sweep.name} @ {scale}: {stats['stored']} already stored, {stats['computed']} "
+              f"computed; results in {store.folder}")
     return 0
 
 

@@ -27,8 +27,16 @@ import tempfile
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 
-# Source files whose code determines a result; their content is part of every key.
-_FINGERPRINTED = ("boolean.py", "model.py", "profile.py", "train.py")
+# Source files that never compute a result (the command line); every other module of the
+# package is part of every key, so a change to any code that computes a result recomputes it,
+# while a change to a chapter (a caption, a plot) does not.
+_NOT_FINGERPRINTED = ("cli.py",)
+
+
+def fingerprinted_files() -> list:
+    """The package's source files whose content is part of every key (sorted)."""
+    here = pathlib.Path(__file__).resolve().parent
+    return sorted(p for p in here.glob("*.py") if p.name not in _NOT_FINGERPRINTED)
 
 
 def version() -> str:
@@ -36,10 +44,9 @@ def version() -> str:
     from . import __version__
 
     h = hashlib.sha256()
-    here = pathlib.Path(__file__).resolve().parent
-    for name in _FINGERPRINTED:
-        h.update(name.encode())
-        h.update((here / name).read_bytes())
+    for path in fingerprinted_files():
+        h.update(path.name.encode())
+        h.update(path.read_bytes())
     return f"{__version__}+{h.hexdigest()[:10]}"
 
 
@@ -94,8 +101,9 @@ class Store:
     def path(self, config) -> pathlib.Path:
         return self.folder / f"{key(config, self.version)}.json"
 
-    def load(self, config):
-        """The stored result of exactly this configuration and version, else None."""
+    def record(self, config):
+        """The whole stored record (``config``, ``result``, ``meta``: device, seconds, ...) of
+        exactly this configuration and version, else None."""
         p = self.path(config)
         try:
             rec = json.loads(p.read_text())
@@ -103,17 +111,23 @@ class Store:
             return None
         if rec.get("version") != self.version or canonical(rec.get("config")) != canonical(config):
             return None
-        return rec["result"]
+        return rec
+
+    def load(self, config):
+        """The stored result of exactly this configuration and version, else None."""
+        rec = self.record(config)
+        return None if rec is None else rec["result"]
 
     def done(self, config) -> bool:
         return self.load(config) is not None
 
-    def save(self, config, result) -> pathlib.Path:
-        """Write atomically: temp file in the same folder, fsync, then ``os.replace``."""
+    def save(self, config, result, meta: dict | None = None) -> pathlib.Path:
+        """Write atomically: temp file in the same folder, fsync, then ``os.replace``.
+        ``meta`` (device, seconds, ...) is stored beside the result."""
         p = self.path(config)
         p.parent.mkdir(parents=True, exist_ok=True)
         text = json.dumps({"version": self.version, "key": p.stem, "config": config,
-                           "result": result}, sort_keys=True)
+                           "result": result, "meta": dict(meta or {})}, sort_keys=True)
         fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f".{p.stem}.", suffix=".tmp")
         try:
             with os.fdopen(fd, "w") as fh:
@@ -150,9 +164,22 @@ def _init_worker(threads, counter=None, devices=None):
 
 
 def _run_one(root, name, version_, runner, config, kwargs):
-    """Compute one configuration and store it (runs in a worker process or in-process)."""
+    """Compute one configuration and store it with the device it ran on and the seconds it took
+    (runs in a worker process or in-process)."""
+    import platform
+    import time
+
+    import torch
+
+    from .scale import device
+
+    t0, c0 = time.perf_counter(), time.process_time()
     result = resolve(runner)(config, **kwargs)
-    Store(root, name, version_).save(config, result)
+    meta = {"device": str(device()), "seconds": time.perf_counter() - t0,
+            "cpu_seconds": time.process_time() - c0, "threads": torch.get_num_threads(),
+            "host": platform.node(), "torch": torch.__version__,
+            "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+    Store(root, name, version_).save(config, result, meta)
     return result
 
 
@@ -225,16 +252,3 @@ def run_sweep(sweep: Sweep, out=None, *, workers: int = 1, progress: bool = True
     return results, stats
 
 
-# ---- the book's sweeps, by chapter ---------------------------------------------------------
-SWEEPS = {"ch6": "sensbook.train:ch6_sweep"}
-
-
-def get_sweep(chapter: str, scale: str) -> Sweep:
-    """The sweep of a chapter at a scale (``SWEEPS`` lists them)."""
-    from .scale import SCALES
-
-    if chapter not in SWEEPS:
-        raise ValueError(f"chapter={chapter!r} has no sweep; known: {', '.join(sorted(SWEEPS))}")
-    if scale not in SCALES:
-        raise ValueError(f"scale={scale!r} is not a scale; allowed: {', '.join(SCALES)}")
-    return resolve(SWEEPS[chapter])(scale)

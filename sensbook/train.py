@@ -33,6 +33,7 @@ import torch
 import torch.nn.functional as Fn
 
 from .boolean import FIRST, MAJORITY, PARITY, BooleanFunction, check_n, index_to_strings
+from .experiments import Experiment, register
 from .model import INITS, Recognizer
 from .profile import sensitivity_profile
 
@@ -376,7 +377,23 @@ def ch6_sweep(scale: str, **overrides):
     if scale not in CH6_SIZES:
         raise ValueError(f"scale={scale!r} is not a scale; allowed: {', '.join(CH6_SIZES)}")
     sizes = {**CH6_SIZES[scale], **overrides}
-    return Sweep("ch6", ch6_configs(**sizes), "sensbook.train:run_config")
+    return Sweep("ch6.training", ch6_configs(**sizes), "sensbook.train:run_config")
+
+
+def ch6_cost(config: dict) -> float:
+    """Predicted seconds of one chapter-6 configuration on the reference machine: training
+    (seeds x steps x batch strings, each N+1 positions) plus evaluation (fitted on ci runs)."""
+    pr = config["protocol"]
+    width = pr["D"] ** 2 * pr["L"]
+    train = len(config["seeds"]) * pr["steps"] * pr["batch"] * (config["N"] + 1) * width
+    evals = len(config["seeds"]) * min(2 ** config["N"], config["n_profile"] * (config["N"] + 1)) \
+        * (config["N"] + 1) * width
+    return 2.0 + 1.5e-8 * train + 2e-9 * evals
+
+
+register(Experiment("ch6.training", lambda scale: ch6_sweep(scale).configs,
+                    "sensbook.train:run_config", ch6_cost,
+                    doc="training each target at each N, several seeds (chapter 6)"))
 
 
 def reference_distance(target_fractions) -> float:

@@ -175,7 +175,7 @@ def _run_one(root, name, version_, runner, config, kwargs):
 
     t0, c0 = time.perf_counter(), time.process_time()
     result = resolve(runner)(config, **kwargs)
-    meta = {"device": str(device()), "seconds": time.perf_counter() - t0,
+    meta = {"device": os.environ.get("SENSBOOK_DEVICE") or str(device()), "seconds": time.perf_counter() - t0,
             "cpu_seconds": time.process_time() - c0, "threads": torch.get_num_threads(),
             "host": platform.node(), "torch": torch.__version__,
             "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z")}

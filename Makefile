@@ -8,6 +8,8 @@ JOBS ?= 2
 # Kernels and tests import sensbook from this checkout, whatever the editable install points at.
 export PYTHONPATH := $(CURDIR)
 
+
+.PHONY: experiments mutants
 .PHONY: setup assets book book-ci book-publish test unit chapters site-test chromium sync clean bench
 # The browser test drives this Chromium (Debian's package; Playwright never downloads browsers).
 CHROMIUM ?= /usr/bin/chromium
@@ -25,10 +27,24 @@ assets: setup
 	$(BIN)/python tools/site_assets.py site
 
 # The HTML book at the scale readers see (SENSBOOK_SCALE=book), built from clean with -W.
-book: setup assets
+# First every experiment of every chapter is computed (or read: results/ keeps them, keyed on
+# the code that computes them) by two worker processes of one thread each, so the cores are
+# never oversubscribed; then the notebooks execute, one thread each, reading those results.
+# A second `make book` finds everything stored and only executes and renders the chapters.
+book: setup assets experiments
 	rm -rf _build
-	SENSBOOK_SCALE=$${SENSBOOK_SCALE:-book} SENSBOOK_PROGRESS=0 $(BIN)/jupyter-book build . -W -n --keep-going
+	OMP_NUM_THREADS=1 SENSBOOK_SCALE=$${SENSBOOK_SCALE:-book} SENSBOOK_PROGRESS=0 \
+	  $(BIN)/jupyter-book build . -W -n --keep-going
 	@echo "open _build/html/index.html"
+
+# Every experiment at the book's scale ($$SENSBOOK_SCALE, default book), stored in results/.
+experiments: setup
+	SENSBOOK_SCALE=$${SENSBOOK_SCALE:-book} $(BIN)/sensbook sweep all --workers $(JOBS)
+
+# The chapters at ci scale against deliberately broken copies of the package (tools/mutants.py):
+# each mutant must make some chapter fail. Not part of `make test` (about half an hour).
+mutants: setup
+	$(BIN)/python tools/mutants.py $(MUTANTS)
 
 book-ci: setup assets
 	rm -rf _build

@@ -65,6 +65,33 @@ def progress(iterable=None, *, total=None, desc=None, leave=False, disable=False
     return tqdm(iterable, total=total, desc=desc, leave=leave, disable=disable)
 
 
-def banner() -> str:
-    """The line each chapter prints first: scale, device, torch version."""
-    return f"sensbook scale={scale()!r} device={device()} torch={torch.__version__}"
+def banner(chapter: str | None = None) -> str:
+    """The lines each chapter prints first: scale, device, torch version and, for a ``chapter``
+    (``"ch5"``), how long its experiments take here: how many results are already stored and
+    the predicted time of the missing ones (their cost models, on one CPU core; a GPU is faster).
+    """
+    line = f"sensbook scale={scale()!r} device={device()} torch={torch.__version__}"
+    if chapter is None:
+        return line
+    from .experiments import experiments
+    from .sweep import Store, results_dir
+
+    n = stored = 0
+    missing = 0.0
+    for e in (e for e in experiments().values() if e.chapter == chapter):
+        st = Store(results_dir(), e.name)
+        for c in e.configs(scale()):
+            n += 1
+            if st.done(c):
+                stored += 1
+            else:
+                missing += e.cost(c)
+    if n == 0:
+        return f"{line}\n{chapter}: no stored experiments; every cell computes as it runs"
+    when = ("everything is stored: this chapter only reads and plots" if stored == n else
+            f"computing the other {n - stored} takes about {_minutes(missing)} on one CPU core")
+    return f"{line}\n{chapter}: {n} experiment configurations at this scale, {stored} stored; {when}"
+
+
+def _minutes(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.0f} min"

@@ -1,0 +1,128 @@
+"""Run the chapters against deliberately broken copies of the package (``make mutants``).
+
+Each mutant is one small edit of one file of ``sensbook/`` (a snippet that must occur in the
+current source, so a mutant that no longer applies fails loudly instead of passing). For each
+mutant this script copies the package into a scratch folder, applies the edit, and runs the
+chapters at ``ci`` scale under nbval with that copy first on ``PYTHONPATH`` and an empty results
+store (so nothing is read from results computed by the real package: the store's keys cover the
+package's code anyway). Chapters run in the order given for the mutant (the chapter expected to
+catch it first) and stop at the first failure.
+
+A mutant is *caught* when some chapter fails; one that survives every chapter is a claim the book
+does not really check, and the script exits 1. The README lists which chapter catches which.
+
+    python tools/mutants.py                 # every mutant
+    python tools/mutants.py idle-trainer    # one of them
+    python tools/mutants.py --list
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+@dataclass(frozen=True)
+class Mutant:
+    name: str
+    what: str
+    file: str                 # under sensbook/
+    old: str                  # must occur in the current source
+    new: str
+    chapters: tuple           # the chapters to try, in order (file stems under book/)
+    count: int = 1            # how many occurrences are replaced (0: all)
+
+
+MUTANTS = (
+    Mutant("idle-trainer", "the trainer computes gradients but never updates the parameters",
+           "train.py", "opt.step()", "pass  # mutant: no update", ("ch6_training",)),
+    Mutant("ln-ignores-eps", "every layer norm ignores eps (computes LN_0 whatever eps is)",
+           "model.py", "var + self._eps", "var + 0.0 * self._eps",
+           ("ch3_eps_positive", "ch5_expressivity", "ch4_eps_zero"), count=0),
+    Mutant("profiler-miscounts", "the profiler counts strings of sensitivity 1 as sensitivity 0",
+           "profile.py", "MISCOUNT_ANCHOR", "MISCOUNT_ANCHOR",
+           ("ch1_sensitivity", "ch2_transformer")),
+    Mutant("construction-weight", "one weight of the PARITY construction changed",
+           "constructions.py", "CONSTRUCTION_ANCHOR", "CONSTRUCTION_ANCHOR",
+           ("ch5_expressivity",)),
+    Mutant("perturb-ignores-sigma", "sb.perturb adds noise of a fixed size, whatever sigma is",
+           "volume.py", "theta + sigma * noise", "theta + 1e-2 * noise",
+           ("ch5_measure_zero", "ch4_eps_zero")),
+)
+
+
+def apply(mutant: Mutant, pkg: pathlib.Path) -> None:
+    path = pkg / mutant.file
+    src = path.read_text()
+    n = src.count(mutant.old)
+    if n == 0 or (mutant.count and n < mutant.count):
+        raise SystemExit(f"mutant {mutant.name}: {mutant.old!r} not found in sensbook/{mutant.file}"
+                         " (the code moved: update tools/mutants.py)")
+    path.write_text(src.replace(mutant.old, mutant.new, mutant.count or -1))
+
+
+def run(mutant: Mutant, python: str, timeout: int) -> tuple:
+    """(caught_by or None, seconds)."""
+    t0 = time.time()
+    with tempfile.TemporaryDirectory(prefix=f"mutant-{mutant.name}-") as tmp:
+        tmp = pathlib.Path(tmp)
+        shutil.copytree(ROOT / "sensbook", tmp / "sensbook",
+                        ignore=shutil.ignore_patterns("__pycache__"))
+        apply(mutant, tmp / "sensbook")
+        env = {**os.environ, "PYTHONPATH": f"{tmp}{os.pathsep}{ROOT}", "SENSBOOK_SCALE": "ci",
+               "SENSBOOK_PROGRESS": "0", "SENSBOOK_RESULTS": str(tmp / "results"),
+               "OMP_NUM_THREADS": "1"}
+        where = subprocess.run([python, "-c", "import sensbook; print(sensbook.__file__)"],
+                               env=env, capture_output=True, text=True, cwd=ROOT / "book")
+        if not where.stdout.strip().startswith(str(tmp)):
+            raise SystemExit(f"the mutated copy is not the one imported: {where.stdout}{where.stderr}")
+        for ch in mutant.chapters:
+            src = ROOT / "book" / f"{ch}.md"
+            if not src.exists():
+                raise SystemExit(f"mutant {mutant.name}: no chapter {src}")
+            r = subprocess.run([python, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider",
+                                "--nbval-lax", "--nbval-current-env", f"--nbval-cell-timeout={timeout}",
+                                str(src)], env=env, cwd=ROOT, capture_output=True, text=True)
+            if r.returncode != 0:
+                return ch, time.time() - t0
+    return None, time.time() - t0
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("names", nargs="*", help="mutants to run (default: all)")
+    p.add_argument("--list", action="store_true")
+    p.add_argument("--timeout", type=int, default=900, help="nbval cell timeout (s)")
+    args = p.parse_args(argv)
+    known = {m.name: m for m in MUTANTS}
+    if args.list:
+        for m in MUTANTS:
+            print(f"{m.name:24s} sensbook/{m.file:18s} {m.what}")
+        return 0
+    unknown = [n for n in args.names if n not in known]
+    if unknown:
+        p.error(f"unknown mutant(s) {unknown}; known: {', '.join(known)}")
+    survivors = []
+    for m in [known[n] for n in args.names] or MUTANTS:
+        caught, secs = run(m, sys.executable, args.timeout)
+        print(f"{m.name:24s} {'caught by ' + caught if caught else 'SURVIVED':34s} ({secs:.0f} s)",
+              flush=True)
+        if not caught:
+            survivors.append(m.name)
+    if survivors:
+        print(f"{len(survivors)} mutant(s) survived: {', '.join(survivors)}")
+        return 1
+    print("every mutant was caught")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

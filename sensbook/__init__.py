@@ -33,7 +33,7 @@ from .profile import (ACCEPT, NONFINITE, REJECT, UNDECIDED, Profile, classify, p
                       sampled_profile, sensitivity_profile, truth_table, zero_sensitivity_count)
 from .scale import SCALES, banner, device, pick, progress, scale, set_scale
 from .survey import random_function_k0, random_transformer_survey
-from .experiments import EXPERIMENTS, Experiment, experiments, run_experiment
+from .experiments import EXPERIMENTS, Experiment, registry, run_experiment
 from .experiments import select as experiments_select
 from .sweep import Store, Sweep, key, results_dir, run_sweep
 from .sweep import version as results_version

@@ -100,6 +100,13 @@ def main(argv=None) -> int:
         os.environ["SENSBOOK_DEVICE"] = args.device      # workers inherit it
     devices = [d.strip() for d in args.devices.split(",") if d.strip()] if args.devices else None
     workers = max(args.workers, len(devices)) if devices else args.workers
+    if not args.status and len(exps) > 1 and workers > 1 and not devices:
+        from .experiments import run_all
+
+        for name, (stored, computed) in run_all(exps, scale, out, workers=workers).items():
+            print(f"{name} @ {scale}: {stored} already stored, {computed} computed")
+        print(f"results in {out}")
+        return 0
     for e in exps:
         sweep = e.sweep(scale)
         store = Store(out, sweep.name)

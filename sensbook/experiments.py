@@ -77,7 +77,7 @@ def register(exp: Experiment) -> Experiment:
     return exp
 
 
-def experiments() -> dict:
+def registry() -> dict:
     """All registered experiments, by name (imports the defining modules once)."""
     global _loaded
     if not _loaded:
@@ -90,7 +90,7 @@ def experiments() -> dict:
 def select(name: str) -> list:
     """Experiments named by ``name``: one experiment (``ch5.k0_growth``), every experiment of a
     chapter (``ch5``), or ``all``. ValueError listing the known names otherwise."""
-    exps = experiments()
+    exps = registry()
     if name == "all":
         return list(exps.values())
     if name in exps:
@@ -104,7 +104,7 @@ def select(name: str) -> list:
 
 def get(name: str) -> Experiment:
     """The experiment called ``name`` (exactly one)."""
-    exps = experiments()
+    exps = registry()
     if name not in exps:
         raise ValueError(f"experiment={name!r} is unknown; known: {', '.join(exps)}")
     return exps[name]
@@ -128,3 +128,46 @@ def run_experiment(name: str, scale: str | None = None, out=None, *, workers: in
         print(f"[{name} @ {sc}: {len(results)} configurations, {stats['stored']} read from the "
               f"store, {stats['computed']} computed now]")
     return results
+
+
+def run_all(exps, scale: str, out=None, *, workers: int = 1, progress: bool = True) -> dict:
+    """Compute every missing configuration of several experiments in ONE pool of ``workers``
+    processes (one thread each), longest predicted first, so that two workers stay busy across
+    experiments; returns ``{name: (stored, computed)}``. What ``make book`` runs first."""
+    import multiprocessing as mp
+    import os
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    from .scale import progress as _progress
+    from .sweep import Store, _init_worker, _run_one, results_dir
+
+    out = results_dir() if out is None else out
+    todo, counts = [], {}
+    for e in exps:
+        sweep = e.sweep(scale)
+        store = Store(out, sweep.name)
+        missing = [c for c in sweep.configs if not store.done(c)]
+        counts[e.name] = [len(sweep.configs) - len(missing), 0]
+        todo += [(e.cost(c), e, store, c) for c in missing]
+    todo.sort(key=lambda t: -t[0])
+    bar = _progress(total=len(todo), desc=f"experiments @ {scale}", disable=not progress)
+    args = lambda e, st, c: (st.root, st.name, st.version, e.runner, c, {})
+    try:
+        if workers == 1 or len(todo) <= 1:
+            for _, e, st, c in todo:
+                _run_one(*args(e, st, c))
+                counts[e.name][1] += 1
+                bar.update(1)
+        else:
+            ctx = mp.get_context("spawn")
+            threads = max(1, (os.cpu_count() or 1) // workers)
+            with ProcessPoolExecutor(max_workers=workers, mp_context=ctx,
+                                     initializer=_init_worker, initargs=(threads,)) as ex:
+                futs = {ex.submit(_run_one, *args(e, st, c)): e.name for _, e, st, c in todo}
+                for f in as_completed(futs):
+                    f.result()
+                    counts[futs[f]][1] += 1
+                    bar.update(1)
+    finally:
+        bar.close()
+    return {k: tuple(v) for k, v in counts.items()}

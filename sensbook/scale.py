@@ -73,12 +73,12 @@ def banner(chapter: str | None = None) -> str:
     line = f"sensbook scale={scale()!r} device={device()} torch={torch.__version__}"
     if chapter is None:
         return line
-    from .experiments import experiments
+    from .experiments import registry
     from .sweep import Store, results_dir
 
     n = stored = 0
     missing = 0.0
-    for e in (e for e in experiments().values() if e.chapter == chapter):
+    for e in (e for e in registry().values() if e.chapter == chapter):
         st = Store(results_dir(), e.name)
         for c in e.configs(scale()):
             n += 1

@@ -216,7 +216,7 @@ def test_console_script_is_declared():
 
 
 def test_every_experiment_is_registered_listed_and_keyed():
-    exps = sb.experiments()
+    exps = sb.registry()
     assert "ch6.training" in exps
     for name, e in exps.items():
         assert e.chapter == name.split(".")[0]
@@ -234,7 +234,7 @@ def test_book_scale_fits_the_main_job_budget():
     the main job past 25 minutes fails here first."""
     from sensbook.experiments import BOOK_BUDGET_SECONDS
 
-    per = {n: e.predicted_seconds("book") for n, e in sb.experiments().items()}
+    per = {n: e.predicted_seconds("book") for n, e in sb.registry().items()}
     # two worker processes share the two cores (make book runs `sensbook sweep all --workers 2`)
     assert sum(per.values()) / 2 <= BOOK_BUDGET_SECONDS, per
 
@@ -252,3 +252,19 @@ def test_stored_results_record_device_and_seconds(tmp_path):
     rec = sb.Store(tmp_path, "fake").record({"i": 0, "tag": "a"})
     assert rec["result"] == r and rec["meta"]["device"] in ("cpu", "cuda")
     assert rec["meta"]["seconds"] >= 0 and rec["meta"]["torch"]
+
+
+def test_run_all_pools_several_experiments_and_resumes(tmp_path, monkeypatch):
+    from sensbook import experiments as ex
+
+    fakes = [ex.Experiment(f"tst.fake{j}", lambda s, j=j: [{"i": i, "tag": f"t{j}"}
+                                                          for i in range(2 + j)],
+                           "tests.test_sweep:fake", lambda c: 1.0 + c["i"]) for j in range(2)]
+    monkeypatch.setattr(ex, "EXPERIMENTS", {**ex.registry(), **{f.name: f for f in fakes}})
+    assert ex.run_all(fakes, "ci", tmp_path, workers=2, progress=False) == \
+        {"tst.fake0": (0, 2), "tst.fake1": (0, 3)}
+    assert ex.run_all(fakes, "ci", tmp_path, workers=2, progress=False) == \
+        {"tst.fake0": (2, 0), "tst.fake1": (3, 0)}
+    for f in fakes:
+        got = ex.run_experiment(f.name, "ci", tmp_path, progress=False, compute=False)
+        assert got == [{"square": c["i"] ** 2, "tag": c["tag"]} for c in f.configs("ci")]

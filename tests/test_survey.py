@@ -27,7 +27,8 @@ def test_random_function_blocks_merge_exactly():
     assert m["K0_counts"].tolist() == np.bincount(K[:, 0]).tolist()
 
 
-def test_e1_cell_rows_rebuild_from_their_seeds():
+def test_e1_cell_rows_rebuild_from_their_seeds(monkeypatch):
+    monkeypatch.setenv("SENSBOOK_DEVICE", "cpu")        # rebuilt below on the same device
     configs = [dict(N=6, D=8, L=1, H=1, init=init, eps=0.0, margin=0.0, P=24, seed=s)
                for s, init in enumerate(("gaussian", "xavier_uniform"))]
     s = sb.e1_merge(configs, [survey.e1_cell(c) for c in configs])

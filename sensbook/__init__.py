@@ -32,7 +32,8 @@ from .model import INITS, Recognizer, Trace, blowup, num_parameters, positional_
 from .profile import (ACCEPT, NONFINITE, REJECT, UNDECIDED, Profile, classify, profile_from_table,
                       sampled_profile, sensitivity_profile, truth_table, zero_sensitivity_count)
 from .scale import SCALES, banner, device, pick, progress, scale, set_scale
-from .survey import random_function_k0, random_transformer_survey
+from .survey import (e1_merge, e1_model, merge_random_functions, random_function_profiles,
+                     string_to_table)
 from .experiments import EXPERIMENTS, Experiment, registry, run_experiment
 from .experiments import select as experiments_select
 from .sweep import Store, Sweep, key, results_dir, run_sweep

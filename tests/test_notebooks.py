@@ -122,7 +122,7 @@ def test_cells_fold_captions_follow_markers_become_tags(book):
     install, figure, caption, check = c[1], c[2], c[3], c[4]
     assert install["metadata"]["cellView"] == "form" and "'sensbook @ git+https://github.com/Org/Repo@dev'" in src[1]
     assert src[2] == "x = 1" and figure["metadata"]["tags"] == ["nbval-ignore-output"]
-    assert src[3] == ("**Figure.** A curve, as in "
+    assert src[3] == ("**Fig. 1.** A curve, as in "
                       "[Müller (2020)](https://org.github.io/Repo/book/references.html).")
     assert caption["metadata"]["sensbook"]["caption_of"] == figure["id"]
     assert check["metadata"]["cellView"] == "form" and check["metadata"]["jupyter"]["source_hidden"]

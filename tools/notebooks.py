@@ -19,7 +19,7 @@ notebook is the chapter rewritten for a notebook front end:
   admonitions become block quotes, `(label)=` targets and `%` comments are dropped; anything
   else fails loudly, so a new role cannot reach the notebook raw;
 - each figure's caption (cell metadata `mystnb.figure.caption`) becomes a Markdown cell right
-  after the figure's code cell.
+  after the figure's code cell, numbered as on the page ("Fig. 2.").
 
 Code cells stay one-to-one with the chapter's, in order, with the same code apart from the
 install cell, the `# @title` lines and the nbval markers. The output is a pure function of the
@@ -311,7 +311,7 @@ def notebook(md: pathlib.Path, cfg: dict | None = None, renderer: Renderer | Non
         "language_info": {"name": "python"},
     }
     seen: dict = {}
-    n_code = 0
+    n_code = n_fig = 0
     for i, cell in enumerate(src.cells):
         where = f"{md.name}, cell {i}"
         if cell.cell_type == "markdown":
@@ -349,7 +349,8 @@ def notebook(md: pathlib.Path, cfg: dict | None = None, renderer: Renderer | Non
             source, metadata=meta, id=_cell_id(md.stem, "code", source, seen)))
         caption = meta.get("mystnb", {}).get("figure", {}).get("caption")
         if caption:
-            text = "**Figure.** " + renderer.markdown(" ".join(str(caption).split()), here, where)
+            n_fig += 1                                  # numbered per chapter, as on the page
+            text = f"**Fig. {n_fig}.** " + renderer.markdown(" ".join(str(caption).split()), here, where)
             nb.cells.append(nbformat.v4.new_markdown_cell(
                 text, id=_cell_id(md.stem, "caption", text, seen),
                 metadata={"sensbook": {"caption_of": nb.cells[-1].id}}))

@@ -29,7 +29,13 @@ CHAPTER = HEADER + '''
 # First chapter
 
 As {cite:t}`solo2020` and {cite:p}`duo2021,trio2022` show, see {doc}`ch2_other` and
-{doc}`the other one <ch2_other>`, or {ref}`fig-a`. Code ``{cite:t}`x` `` stays; {math}`a+b`.
+{doc}`the other one <ch2_other>`, or {ref}`fig-a`, {numref}`fig-a`, {eq}`eq-one`, {numref}`Figure %s <fig-a>`.
+
+$$
+a = b
+$$ (eq-one)
+
+Code ``{cite:t}`x` `` stays; {math}`a+b`.
 
 (a-label)=
 % a comment
@@ -107,7 +113,9 @@ def test_roles_become_links_to_the_published_book(book):
     assert f"([Ada and Babbage, 2021]({refs}); [One et al., 2022]({refs}))" in text
     assert "[The $\\beta$ chapter](https://org.github.io/Repo/book/ch2_other.html)" in text
     assert "[the other one](https://org.github.io/Repo/book/ch2_other.html)" in text
-    assert "(https://org.github.io/Repo/book/ch1_first.html#fig-a)" in text
+    page = "https://org.github.io/Repo/book/ch1_first.html"
+    assert f"[A curve, as in Müller (2020).]({page}#fig-a), [Fig. 1]({page}#fig-a), [(1)]({page}#eq-one), [Figure 1]({page}#fig-a)." in text
+    assert "$$\na = b\n$$\n" in text
     assert "``{cite:t}`x` ``" in text and "$a+b$" in text            # code spans stay
     assert "(a-label)=" not in text and "% a comment" not in text
     assert f"> **Note**\n>\n> Take care ([One et al., 2022]({refs}))." in text

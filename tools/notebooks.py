@@ -157,19 +157,28 @@ def _title(text: str) -> str:
 
 
 class Book:
-    """Document titles and labels of book/*.md, to resolve {doc}, {ref} and {numref}."""
+    """Document titles and labels of book/*.md, to resolve {doc}, {ref}, {numref} and {eq}:
+    label -> (document, text for {ref}, text for {numref}/{eq}), numbered per page as Sphinx does."""
 
     def __init__(self, root: pathlib.Path = ROOT):
         self.titles: dict[str, str] = {}
-        self.labels: dict[str, tuple[str, str]] = {}
+        self.labels: dict[str, tuple[str, str, str]] = {}
         for md in sorted((root / "book").glob("*.md")):
             doc = f"book/{md.stem}"
             text = md.read_text(encoding="utf-8")
             self.titles[doc] = _strip_roles(_title(text))
             for m in re.finditer(r"^\((?P<label>[\w.:-]+)\)=\s*\n+(?:#+ +(?P<head>.+))?", text, re.M):
-                self.labels[m.group("label")] = (doc, m.group("head") or m.group("label"))
-            for m in re.finditer(r"^    name: (?P<label>[\w.:-]+)\s*$", text, re.M):
-                self.labels.setdefault(m.group("label"), (doc, "this figure"))
+                head = _strip_roles(m.group("head") or m.group("label"))
+                self.labels[m.group("label")] = (doc, head, head)
+            for k, m in enumerate(re.finditer(r"^\$\$[ \t]*\((?P<label>[\w.:-]+)\)[ \t]*$", text, re.M)):
+                self.labels[m.group("label")] = (doc, f"({k + 1})", f"({k + 1})")
+            if "jupytext" in text[:500]:
+                figures = [c.metadata["mystnb"]["figure"] for c in jupytext.read(md).cells
+                           if c.cell_type == "code" and "figure" in c.metadata.get("mystnb", {})]
+                for k, fig in enumerate(figures):
+                    if fig.get("name"):
+                        caption = " ".join(str(fig.get("caption", "")).split())
+                        self.labels[fig["name"]] = (doc, caption, f"Fig. {k + 1}")
 
 
 def _strip_roles(text: str) -> str:
@@ -229,8 +238,17 @@ class Renderer:
             return f"[{text or self.book.titles[doc]}]({self.page(doc)})"
         if target not in self.book.labels:
             raise ValueError(f"{where}: {{{role}}}`{body}`: no label {target!r} in book/*.md")
-        doc, label_text = self.book.labels[target]
-        return f"[{text or label_text}]({self.page(doc, target)})"
+        doc, ref_text, number = self.book.labels[target]
+        if text is not None and role == "numref":
+            bare = number.removeprefix("Fig. ")
+            text = text.replace("{number}", bare).replace("%s", bare)
+        if text is None:
+            text = self.plain(ref_text, here, where) if role == "ref" else number
+        return f"[{text}]({self.page(doc, target)})"
+
+    def plain(self, text: str, here: str, where: str) -> str:
+        """Rendered text without links (to be the text of a link)."""
+        return re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", self.inline(text, here, where))
 
     def inline(self, text: str, here: str, where: str) -> str:
         def role(m):
@@ -257,6 +275,7 @@ class Renderer:
     def _prose(self, text: str, here: str, where: str) -> str:
         text = re.sub(r"^\([\w.:-]+\)=[ \t]*\n", "", text, flags=re.M)      # (label)= targets
         text = re.sub(r"^%[^\n]*\n?", "", text, flags=re.M)                 # MyST comments
+        text = re.sub(r"^(\$\$)[ \t]*\([\w.:-]+\)[ \t]*$", r"\1", text, flags=re.M)   # $$ (label)
         return self.inline(text, here, where)
 
     def _fence(self, m, here: str, where: str) -> str:

@@ -54,7 +54,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 BOOK = ROOT / "book"
 MAX_LINE = 88
 
-INSTALL_TITLE = "Install `sensbook` if this runtime lacks it (Colab: never torch)"
+INSTALL_TITLE = "Install sensbook if this runtime lacks it (never torch: Colab keeps its own)"
 CHECK_TITLE = "Check the claims above ({n} assert{s}; hidden on the book's pages)"
 HIDDEN_TITLE = "Hidden on the book's pages"
 

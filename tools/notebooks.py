@@ -189,7 +189,8 @@ def _strip_roles(text: str) -> str:
 
 # --------------------------------------------------------------------------- Markdown
 ROLE = re.compile(r"\{(?P<role>[a-z][\w:-]*)\}`(?P<body>[^`]+)`")
-TOKEN = re.compile(ROLE.pattern + r"|(?P<code>(?P<ticks>`+).+?(?<!`)(?P=ticks)(?!`))", re.S)    # roles; code spans stay as they are
+# a role, or a code span (left as it is)
+TOKEN = re.compile(ROLE.pattern + r"|(?P<code>(?P<ticks>`+).+?(?<!`)(?P=ticks)(?!`))", re.S)
 FENCE = re.compile(r"^(?P<fence>```+|~~~+|:::+)(?P<info>[^\n]*)\n(?P<body>.*?)^(?P=fence)[ \t]*$\n?",
                    re.S | re.M)
 ADMONITIONS = {"note", "tip", "hint", "important", "warning", "caution", "attention", "danger",
@@ -270,13 +271,13 @@ class Renderer:
             out.append(self._fence(m, here, where))
             pos = m.end()
         out.append(self._prose(text[pos:], here, where))
-        return re.sub(r"\n{3,}", "\n\n", "".join(out)).strip("\n")
+        return "".join(out).strip("\n")
 
     def _prose(self, text: str, here: str, where: str) -> str:
         text = re.sub(r"^\([\w.:-]+\)=[ \t]*\n", "", text, flags=re.M)      # (label)= targets
         text = re.sub(r"^%[^\n]*\n?", "", text, flags=re.M)                 # MyST comments
         text = re.sub(r"^(\$\$)[ \t]*\([\w.:-]+\)[ \t]*$", r"\1", text, flags=re.M)   # $$ (label)
-        return self.inline(text, here, where)
+        return re.sub(r"\n{3,}", "\n\n", self.inline(text, here, where))
 
     def _fence(self, m, here: str, where: str) -> str:
         info, body = m.group("info").strip(), m.group("body")

@@ -70,7 +70,7 @@ def prose_of(text: str) -> str:
 # Raw pipe-table text (a Markdown table that was not rendered as a table): a separator row such
 # as |---|:--:| (smart quotes turn --- into an em dash on a page), or a line that starts and ends
 # with | and has at least three.
-_SEPARATOR = re.compile(r"\|[ \t]*:?(?:-{3,}|[\u2013\u2014]+-*):?[ \t]*(?=\|)")
+_SEPARATOR = re.compile(r"(?:\|[ \t]*:?(?:-{3,}|[\u2013\u2014]+-*):?[ \t]*)+\|")
 _ROW = re.compile(r"^[ \t]*\|(?:[^|\n]*\|){2,}[ \t]*$", re.M)
 
 

@@ -84,9 +84,10 @@ chromium:
 chapters: setup
 	OMP_NUM_THREADS=1 SENSBOOK_SCALE=ci SENSBOOK_PROGRESS=0 $(BIN)/python -m pytest -q $(NBVAL) -n $(JOBS) --dist loadfile book
 
-# After editing a chapter's .md: refresh its paired .ipynb (Colab opens that one).
+# After editing a chapter's .md: regenerate its .ipynb (what Colab opens) from it
+# (tools/notebooks.py; idempotent, and tests/test_chapters.py fails until it has run).
 sync: setup
-	$(BIN)/jupytext --sync book/ch*.md
+	$(BIN)/python tools/notebooks.py
 
 clean:
 	rm -rf _build .publish_config.yml

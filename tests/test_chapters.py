@@ -1,6 +1,9 @@
-"""The book's structure: paired notebooks, the Colab install cell, the table of contents."""
+"""The book's structure: generated notebooks, the install cell, the repository URL, code line
+length, the table of contents."""
 import pathlib
 import re
+import sys
+from urllib.parse import urlsplit
 
 import jupytext
 import pytest
@@ -8,9 +11,19 @@ import yaml
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 BOOK = ROOT / "book"
-CHAPTERS = sorted(p for p in BOOK.glob("*.md") if "jupytext" in p.read_text()[:500])
+sys.path.insert(0, str(ROOT / "tools"))
+import notebooks  # noqa: E402  (tools/notebooks.py, the generator `make sync` runs)
+
+CHAPTERS = notebooks.chapters(ROOT)
 CONFIG = yaml.safe_load((ROOT / "_config.yml").read_text())
 TOC = yaml.safe_load((ROOT / "_toc.yml").read_text())
+URL, BRANCH = notebooks.repository(CONFIG)
+MAX_LINE = notebooks.MAX_LINE
+
+# Chapters whose code lines are still longer than MAX_LINE, owned by other work in progress.
+# Strict: a chapter that is fixed fails here until it is removed from this list.
+LONG_LINES_PENDING = {"ch1_sensitivity.md", "ch2_transformer.md", "ch3_eps_positive.md",
+                      "ch4_eps_zero.md", "ch5_measure_zero.md", "ch6_training.md"}
 
 
 def code(nb):
@@ -21,23 +34,133 @@ def test_there_are_chapters():
     assert len(CHAPTERS) >= 2
 
 
+@pytest.fixture(scope="module")
+def renderer():
+    return notebooks.Renderer(CONFIG, ROOT)
+
+
 @pytest.mark.parametrize("md", CHAPTERS, ids=lambda p: p.name)
-def test_paired_notebook_has_the_same_code(md):
+def test_notebook_is_generated_from_its_chapter(md, renderer):
+    """The committed .ipynb is exactly what tools/notebooks.py makes of the .md: any drift in
+    code, text, captions or metadata (e.g. a plain `jupytext --sync`) fails here."""
     nb = md.with_suffix(".ipynb")
     assert nb.exists(), f"{nb.name} is missing: run `make sync`"
-    assert code(jupytext.read(md)) == code(jupytext.read(nb)), f"{nb.name} drifted: run `make sync`"
-    assert all(not c.get("outputs") for c in jupytext.read(nb).cells if c.cell_type == "code"), \
-        f"{nb.name} is committed with outputs"
+    want = notebooks.dumps(notebooks.notebook(md, CONFIG, renderer, ROOT))
+    assert nb.read_text(encoding="utf-8") == want, f"{nb.name} is not generated from {md.name}: run `make sync`"
+
+
+@pytest.mark.parametrize("md", CHAPTERS, ids=lambda p: p.name)
+def test_notebook_code_is_the_chapters_code(md):
+    """Code cells one-to-one and in order; the same code apart from the install cell, the form
+    titles and nbval's markers; no outputs."""
+    src, nb = jupytext.read(md), jupytext.read(md.with_suffix(".ipynb"))
+    strip = lambda s: notebooks.NBVAL.sub("", s).strip()
+    untitled = lambda s: re.sub(r"\A# @title [^\n]*\n", "", s).strip()
+    a, b = code(src), code(nb)
+    assert len(a) == len(b)
+    assert notebooks.is_install_cell(src.cells[[c.cell_type for c in src.cells].index("code")])
+    assert [strip(s) for s in a[1:]] == [untitled(s) for s in b[1:]]
+    assert b[0] == notebooks.install_cell_source(CONFIG)
+    assert all(not c.get("outputs") for c in nb.cells if c.cell_type == "code")
+
+
+@pytest.mark.parametrize("md", CHAPTERS, ids=lambda p: p.name)
+def test_notebook_reads_like_the_page(md):
+    """What a notebook front end shows: hidden cells folded (Colab form with a title, JupyterLab
+    source_hidden), no nbval markers, no MyST roles, each figure's caption right under it."""
+    src, nb = jupytext.read(md), jupytext.read(md.with_suffix(".ipynb"))
+    hidden = [c for c in src.cells if c.cell_type == "code" and "remove-cell" in c.metadata.get("tags", [])]
+    forms = [c for c in nb.cells if c.cell_type == "code" and c.metadata.get("cellView") == "form"]
+    assert len(forms) == len(hidden)
+    for c in forms:
+        assert re.match(r"# @title \S", c.source) and c.metadata["jupyter"]["source_hidden"]
+    for c in nb.cells:
+        assert "NBVAL_" not in c.source
+        if c.cell_type == "markdown":
+            assert not re.search(r"\{[\w:-]+\}`", c.source), c.source[:200]
+    figures = [c.metadata["mystnb"]["figure"]["caption"] for c in src.cells
+               if "figure" in c.metadata.get("mystnb", {})]
+    after = [nb.cells[i + 1] for i, c in enumerate(nb.cells) if "figure" in c.metadata.get("mystnb", {})]
+    assert len(after) == len(figures)
+    for caption, cell in zip(figures, after):
+        assert cell.cell_type == "markdown" and re.match(r"\*\*Fig\. \d+\.\*\* ", cell.source)
+        words = re.sub(r"\{[\w:-]+\}`[^`]*`", "", caption).split()[:4]
+        assert " ".join(words) in " ".join(cell.source.split())
+
+
+@pytest.mark.parametrize("md", CHAPTERS, ids=lambda p: p.name)
+def test_chapter_source_has_no_generated_artefacts(md):
+    """`jupytext --sync` with a generated notebook newer than its chapter copies the notebook
+    back over the chapter; its traces (form titles, caption cells, resolved links) fail here."""
+    text = md.read_text(encoding="utf-8")
+    assert "# @title " not in text and not re.search(r"\*\*Fig\. \d+\.\*\*", text)
+    assert notebooks.pages_url(CONFIG) not in text
 
 
 @pytest.mark.parametrize("md", CHAPTERS, ids=lambda p: p.name)
 def test_first_cell_installs_sensbook_from_the_configured_repository(md):
     first = code(jupytext.read(md))[0]
-    url = CONFIG["repository"]["url"].rstrip("/")
-    branch = CONFIG["repository"]["branch"]
     assert "import sensbook" in first and "except ImportError" in first
     installs = re.findall(r"%pip install[^\n]*", first)
-    assert installs == [f'%pip install -q "sensbook @ git+{url}@{branch}"'], installs
+    assert installs == [f'%pip install -q "sensbook @ git+{URL}@{BRANCH}"'], installs
+
+
+def _repository_mentions():
+    """Every place outside _config.yml that names the repository: install specs, clone lines,
+    links to the published pages (README, the book's sources and notebooks)."""
+    files = [ROOT / "README.md"] + sorted(BOOK.glob("*.md")) + sorted(BOOK.glob("*.ipynb"))
+    for f in files:
+        text = f.read_text(encoding="utf-8")
+        for m in re.finditer(r"git\+(https://[^\s\"'@]+)@([\w./-]+)", text):
+            yield f.name, "install", m.group(1), m.group(2)
+        for m in re.finditer(r"git clone (\S+)(?: && cd (\S+))?", text):
+            yield f.name, "clone", m.group(1), m.group(2)
+        for m in re.finditer(r"https://[\w-]+\.github\.io/[^\s)\"'#]*", text):
+            yield f.name, "pages", m.group(0), None
+
+
+def test_every_use_of_the_repository_follows_the_one_setting():
+    """_config.yml repository.url (and .branch) is the one setting: the Colab buttons use it,
+    and every install cell, clone line and link to the published book agrees with it."""
+    pages = notebooks.pages_url(CONFIG)
+    seen = set()
+    for name, kind, url, extra in _repository_mentions():
+        seen.add(kind)
+        if kind == "install":
+            assert (url.removesuffix(".git"), extra) == (URL, BRANCH), f"{name}: installs {url}@{extra}"
+        elif kind == "clone":
+            assert url.removesuffix(".git") == URL, f"{name}: clones {url}"
+            assert extra in (None, urlsplit(URL).path.rsplit("/", 1)[1]), f"{name}: cd {extra}"
+        else:
+            assert url.startswith(pages), f"{name}: links to {url}, not under {pages}"
+    assert {"install", "clone", "pages"} <= seen
+
+
+def test_repository_setting_is_a_github_repository():
+    assert urlsplit(URL).hostname == "github.com"
+    assert notebooks.pages_url({"repository": {"url": "https://github.com/Org/Repo"}}) == \
+        "https://org.github.io/Repo/"
+    with pytest.raises(ValueError, match="repository.url"):
+        notebooks.repository({"repository": {"url": "https://example.org/x"}})
+
+
+def _long_lines(md):
+    """Code lines longer than MAX_LINE that a reader sees: every code cell of the notebook
+    (which has every code cell of the page) and the fenced code blocks of the prose."""
+    nb = jupytext.read(md.with_suffix(".ipynb")) if md in CHAPTERS else None
+    sources = [c.source for c in nb.cells if c.cell_type == "code"] if nb else []
+    text = re.sub(r"^```\{code-cell\}.*?^```", "", md.read_text(encoding="utf-8"), flags=re.S | re.M)
+    sources += [m.group(1) for m in re.finditer(r"^```[\w-]*\n(.*?)^```", text, re.S | re.M)]
+    return [f"{len(ln)}: {ln}" for s in sources for ln in s.splitlines() if len(ln) > MAX_LINE]
+
+
+@pytest.mark.parametrize("md", [
+    pytest.param(p, marks=pytest.mark.xfail(strict=True, reason="lines to shorten (owner's work)"))
+    if p.name in LONG_LINES_PENDING else p for p in sorted(BOOK.glob("*.md"))], ids=lambda p: p.name)
+def test_code_lines_fit_the_page(md):
+    """Lines past 88 characters are cut off on the page (and wrap in Colab)."""
+    long = _long_lines(md)
+    assert not long, f"{md.name}: {len(long)} code lines over {MAX_LINE} characters:\n" + "\n".join(long)
 
 
 @pytest.mark.parametrize("md", CHAPTERS, ids=lambda p: p.name)

@@ -67,6 +67,27 @@ def prose_of(text: str) -> str:
     return re.sub(r"(?<!\})`[^`\n]*`", "", text)       # keeps roles such as {math}`x`
 
 
+# Raw pipe-table text (a Markdown table that was not rendered as a table): a separator row such
+# as |---|:--:| (smart quotes turn --- into an em dash on a page), or a line that starts and ends
+# with | and has at least three.
+_SEPARATOR = re.compile(r"(?:\|[ \t]*:?(?:-{3,}|[\u2013\u2014]+-*):?[ \t]*)+\|")
+_ROW = re.compile(r"^[ \t]*\|(?:[^|\n]*\|){2,}[ \t]*$", re.M)
+
+
+def raw_tables(text: str) -> list[str]:
+    """The raw pipe-table fragments of a page's visible text (code inputs taken out)."""
+    found = [m.group(0) for m in _SEPARATOR.finditer(text)] + [m.group(0).strip() for m in _ROW.finditer(text)]
+    return [f[:120] for f in found]
+
+
+# Visible text of a page without what may legitimately hold pipes: code inputs, inline code,
+# math (typeset or not). Removes those elements: call it last.
+VISIBLE_PROSE_JS = """(skip) => {
+  document.querySelectorAll(skip).forEach(e => e.remove());
+  return document.body.innerText;
+}"""
+
+
 def tracked_files() -> set[str] | None:
     """Files committed in the repository (None when this is not a git checkout)."""
     try:

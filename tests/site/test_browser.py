@@ -4,7 +4,8 @@ For every HTML page: it loads with no failed local request, no request leaving 1
 site must be complete offline) and no console error; every image is present and non-empty,
 and every figure of the source is on the page; where the source has math, every math element is
 typeset by MathJax without errors; where the source uses ipywidgets, the widgets render (from the
-self-hosted JavaScript); every Colab link opens a committed .ipynb of this repository. A full-page
+self-hosted JavaScript); every Colab link opens a committed .ipynb of this repository; no raw
+pipe-table text (a Markdown table shown as text) is visible. A full-page
 screenshot of each page goes to _build/site-test/screenshots/ (the workflows upload it).
 """
 from __future__ import annotations
@@ -16,7 +17,8 @@ import jupytext
 import pytest
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
-from .conftest import CONFIG, HTML, SHOTS, html_pages, prose_of, source_of, toc_docnames, tracked_files
+from .conftest import (CONFIG, HTML, SHOTS, VISIBLE_PROSE_JS, html_pages, prose_of, raw_tables, source_of,
+                       toc_docnames, tracked_files)
 
 PAGES = html_pages()
 MATH = re.compile(r"\$[^$\n]+\$|\$\$|\{math\}|```\{math\}|\\\(|\\\[|\\begin\{")
@@ -139,6 +141,22 @@ def test_page(rel, browser, base_url):
         if nb is not None and not colab:
             problems.append("a notebook page without a Colab link")
 
+        # Tables render as tables: no raw pipe-table text anywhere on the page (last: it edits the DOM).
+        prose = page.evaluate(VISIBLE_PROSE_JS, ".cell_input, div[class*='highlight-']:not(.output), code, "
+                                                 "mjx-container, .math, script, style")
+        problems += [f"raw pipe-table text on the page: {t!r}" for t in raw_tables(prose)]
+
         assert not problems, "\n".join([rel] + problems)
     finally:
         page.close()
+
+
+def test_raw_table_detector():
+    """The raw-table check itself (no site needed): Markdown tables shown as text are found,
+    prose with absolute values and real tables (cells separated by tabs) are not."""
+    assert raw_tables("| target | N | learned |\n|---|---|---|\n| PARITY | 9 | 0/4 |")
+    assert raw_tables("| target | N | learned | |\u2014|\u2014|\u2014| | PARITY | 9 | 0/4 |")   # one paragraph
+    assert raw_tables("see | a | b |\n| :---: | --- |")
+    assert not raw_tables("the margin min|T| is below |x| for every x")
+    assert not raw_tables("function\ts(f,x)\tprofile\nPARITY\tN for every x\tK_N = 2^N")
+    assert not raw_tables("a || b and --- a dash")

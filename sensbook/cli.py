@@ -92,8 +92,9 @@ def _status(sweep, out, scale, store) -> None:
     from .executors import describe, status, summary
 
     states = status(out, sweep.name, store.version, sweep.configs)
-    print(f"{sweep.name} @ {scale}: {len(states)} configurations: {summary(states)} "
-          f"({store.folder}, version {store.version})")
+    stored = sum(s.state == "stored" for s in states)
+    print(f"{sweep.name} @ {scale}: {stored}/{len(states)} stored in {store.folder} (version "
+          f"{store.version}); {summary(states)}")
     for s in states:
         if s.state == "failed":
             print(describe(s))

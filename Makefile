@@ -47,8 +47,8 @@ book-publish: setup assets
 
 # Two pytest workers share 2 cores: one thread each (OMP_NUM_THREADS=1) avoids oversubscription.
 # Every test: unit tests, the one-node Slurm cluster test, every chapter under nbval at ci scale,
-# the ci-scale HTML build, then the
-# built site in headless Chromium plus its internal links (screenshots: _build/site-test/).
+# the ci-scale HTML build, then the built site in headless Chromium plus its internal links
+# (screenshots: _build/site-test/).
 test: setup unit slurm-test chapters book-ci site-test
 
 unit: setup

@@ -179,7 +179,7 @@ def main(argv=None) -> int:
                 f"computed; results in {store.folder}")
         if executor is not None and (executor.submitted or executor.in_flight):
             line += (f" ({len(executor.submitted)} jobs submitted, {len(executor.in_flight)} "
-                     f"already queued or running" + (": check with --status)" if args.no_wait else ")"))
+                     f"already queued or running" + ("; see --status)" if args.no_wait else ")"))
         print(line)
     return 1 if failed else 0
 

@@ -119,7 +119,8 @@ def _error(entry: dict) -> str:
     log = _tail(entry["stderr"])
     head = (f"job {entry['job_id']} finished but stored no result" if outcome == "success" else
             f"job {entry['job_id']} ended without a result (cancelled, timed out or killed)")
-    return f"{head}; end of {entry['stderr']}:\n{log}" if log else f"{head}; no log at {entry['stderr']}"
+    where = entry["stderr"]
+    return f"{head}; end of {where}:\n{log}" if log else f"{head}; no log at {where}"
 
 
 @dataclass
@@ -155,7 +156,8 @@ def status(root, name, version_, configs) -> list:
             out.append(ConfigStatus(c, k, "missing"))
         elif entry["kind"] == "slurm" and entry["job_id"] in queue:
             st = queue[entry["job_id"]]
-            out.append(ConfigStatus(c, k, "running" if st in _RUNNING else "queued", entry["job_id"]))
+            state = "running" if st in _RUNNING else "queued"
+            out.append(ConfigStatus(c, k, state, entry["job_id"]))
         elif entry["kind"] == "local" and _alive(entry["job_id"]):
             out.append(ConfigStatus(c, k, "running", entry["job_id"]))
         elif store.record(c) is not None:                  # finished between the two reads
@@ -198,7 +200,7 @@ class SubmititExecutor:
         _positive(self.gpus_per_task, "gpus_per_task", zero=True)
         _positive(self.mem_gb, "mem_gb", allow_none=True)
         _positive(self.array_parallelism, "array_parallelism")
-        if self.partition is not None and (not isinstance(self.partition, str) or not self.partition):
+        if self.partition is not None and not (isinstance(self.partition, str) and self.partition):
             raise ValueError(f"partition must be a non-empty name or None, got {self.partition!r}")
         self.submitted: list = []       # job ids of the last run()
         self.in_flight: list = []       # configurations already queued or running, not resubmitted
@@ -214,6 +216,11 @@ class SubmititExecutor:
             ex = submitit.LocalExecutor(folder=logs)
             ex.update_parameters(timeout_min=self.time)
             return ex
+        import shutil
+
+        if shutil.which("sbatch") is None:
+            raise RuntimeError("the slurm executor needs Slurm's sbatch on PATH (a login node of "
+                               "a Slurm cluster); --executor submitit-local needs none")
         ex = submitit.SlurmExecutor(folder=logs)
         params = dict(job_name=f"sensbook-{name}", time=self.time, cpus_per_task=self.cpus_per_task,
                       array_parallelism=self.array_parallelism,
@@ -221,8 +228,8 @@ class SubmititExecutor:
                       setup=[f"export OMP_NUM_THREADS={self.cpus_per_task}"])
         if self.partition:
             params["partition"] = self.partition
-        if self.gpus_per_task:
-            params["gpus_per_task"] = self.gpus_per_task
+        if self.gpus_per_task:           # one task per job: the job's GPUs are the task's
+            params["gpus_per_node"] = self.gpus_per_task
         if self.mem_gb:
             params["mem"] = f"{self.mem_gb}GB"
         ex.update_parameters(**params)
@@ -283,7 +290,8 @@ class SubmititExecutor:
 
 def describe(s: ConfigStatus) -> str:
     """One configuration's state for a person: key, job id, config, and the error if any."""
-    head = f"  {s.state:8s} {s.key}  job {s.job_id or '-':>10s}  {json.dumps(s.config, sort_keys=True)}"
+    config = json.dumps(s.config, sort_keys=True)
+    head = f"  {s.state:8s} {s.key}  job {s.job_id or '-':>10s}  {config}"
     if not s.error:
         return head
     return head + "\n" + "\n".join("      | " + line for line in s.error.splitlines())

@@ -98,16 +98,23 @@ def test_a_sweep_through_slurm_stores_what_the_local_run_stores(cluster, tmp_pat
     assert untimed(slurm) == untimed(local) and untimed(slurm)[0]["accuracy"]
 
 
-def test_a_cancelled_job_is_reported_and_only_it_is_recomputed(cluster, tmp_path, monkeypatch):
+def test_a_cancelled_job_is_reported_and_only_it_is_recomputed(cluster, tmp_path, monkeypatch,
+                                                               capsys):
+    from sensbook.experiments import EXPERIMENTS, Experiment
+
     log = tmp_path / "log"
     monkeypatch.setenv("FAKE_LOG", str(log))
     monkeypatch.setenv("SLOW_AT", "1")                  # the jobs inherit the environment
-    sw = sb.Sweep("slow", [{"i": i} for i in range(3)], "tests.test_slurm:slow")
-    ex = SubmititExecutor("slurm", time=10, array_parallelism=2, wait=False)
-    res, stats = sb.run_sweep(sw, tmp_path, progress=False, executor=ex)
-    assert res == [None] * 3 and stats == {"stored": 0, "computed": 0, "missing": 3}
+    exp = Experiment("test.slow", lambda scale: [{"i": i} for i in range(3)],
+                     "tests.test_slurm:slow", lambda c: 1.0)
+    monkeypatch.setitem(EXPERIMENTS, exp.name, exp)
+    sw = exp.sweep("ci")
+    cli = ["sweep", exp.name, "--scale", "ci", "--out", str(tmp_path)]
+    assert main(cli + ["--executor", "slurm", "--time", "10", "--array-parallelism", "2",
+                       "--no-wait"]) == 0
+    assert "3 jobs submitted, 0 already queued or running; see --status" in capsys.readouterr().out
     version = sb.results_version()
-    states = lambda: status(tmp_path, "slow", version, sw.configs)
+    states = lambda: status(tmp_path, exp.name, version, sw.configs)
     seen = lambda: [s.state for s in states()]
     wait_for(lambda: (seen() == ["stored", "running", "stored"], seen()),
              "configs 0 and 2 stored while 1 runs")
@@ -117,11 +124,14 @@ def test_a_cancelled_job_is_reported_and_only_it_is_recomputed(cluster, tmp_path
     assert again.submitted == [] and again.in_flight == [{"i": 1}]
     job = states()[1].job_id
     subprocess.run(["scancel", job], check=True)
-    failed = wait_for(lambda: (lambda f: (bool(f), f))([s for s in states() if s.state == "failed"]),
-                      "the cancelled job")
+    failed_now = lambda: [s for s in states() if s.state == "failed"]
+    failed = wait_for(lambda: (lambda f: (bool(f), f))(failed_now()), "the cancelled job")
     assert [s.config for s in failed] == [{"i": 1}] and failed[0].job_id == job
     assert "CANCELLED" in failed[0].error, failed[0].error          # Slurm's own message
-    kept = snapshot(tmp_path / "slow")
+    assert main(cli + ["--status"]) == 0
+    shown = capsys.readouterr().out
+    assert "2/3 stored" in shown and "failed 1" in shown and "CANCELLED" in shown
+    kept = snapshot(tmp_path / exp.name)
     assert len(kept) == 2 and sorted(calls(log)) == [0, 1, 2]
     # the resume recomputes config 1 only
     monkeypatch.delenv("SLOW_AT")
@@ -130,6 +140,6 @@ def test_a_cancelled_job_is_reported_and_only_it_is_recomputed(cluster, tmp_path
     assert stats == {"stored": 2, "computed": 1, "missing": 0} and len(resume.submitted) == 1
     assert res == [{"square": i * i} for i in range(3)]
     assert sorted(calls(log)) == [0, 1, 1, 2]
-    after = snapshot(tmp_path / "slow")
+    after = snapshot(tmp_path / exp.name)
     assert len(after) == 3 and all(after[k] == v for k, v in kept.items())
     assert [s.state for s in states()] == ["stored"] * 3

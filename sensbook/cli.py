@@ -160,6 +160,11 @@ def main(argv=None) -> int:
         print(f"sensbook: {e}", file=sys.stderr)
         return 2
     failed = 0
+    if executor is not None and executor.wait and not args.status and len(exps) > 1:
+        executor.wait = False      # submit every experiment's job array first, then wait for all
+        for e in exps:
+            run_sweep(e.sweep(scale), out, progress=False, executor=executor)
+        executor.wait = True
     for e in exps:
         sweep = e.sweep(scale)
         store = Store(out, sweep.name)

@@ -281,6 +281,9 @@ class SubmititExecutor:
                 time.sleep(self.poll_s)
         finally:
             bar.close()
+        if any(s.state != "stored" for s in states):     # a shared file system may show a
+            time.sleep(min(10.0, 5 * self.poll_s))       # finished job's file a little late
+            states = status(root, name, version_, configs)
         failed = [s for s in states if s.state != "stored"]
         if failed:
             raise SweepFailed(f"{name}: {len(failed)} of {len(states)} submitted configurations "

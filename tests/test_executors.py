@@ -69,6 +69,19 @@ def test_cli_runs_through_the_executor_and_reports_status(tmp_path, monkeypatch,
     out = capsys.readouterr().out
     assert "stored 1, queued 0, running 0, failed 1, missing 0" in out
     assert "injected failure at 1" in out and '"i": 1' in out
+    # a chapter (both experiments) through the executor: only what failed or is new runs
+    from sensbook.experiments import EXPERIMENTS, Experiment
+    other = Experiment("test.other", lambda scale: [{"i": 5}], "tests.test_sweep:fake", len)
+    monkeypatch.setitem(EXPERIMENTS, other.name, other)
+    monkeypatch.delenv("FAKE_FAIL_AT")
+    assert main(["sweep", "test", "--scale", "ci", "--out", str(tmp_path),
+                 "--executor", "submitit-local"]) == 0
+    out = capsys.readouterr().out
+    assert "test.fake @ ci: 1 already stored, 1 computed" in out
+    assert "test.other @ ci: 0 already stored, 1 computed" in out
+    jobs = [json.loads((tmp_path / ".submitit" / n / "jobs.json").read_text())
+            for n in ("test.fake", "test.other")]
+    assert [len(j) for j in jobs] == [2, 1]
 
 
 def test_help_documents_the_executor_options(capsys):

@@ -159,11 +159,12 @@ def main(argv=None) -> int:
     except ValueError as e:
         print(f"sensbook: {e}", file=sys.stderr)
         return 2
-    failed = 0
+    failed, first = 0, {}
     if executor is not None and executor.wait and not args.status and len(exps) > 1:
         executor.wait = False      # submit every experiment's job array first, then wait for all
         for e in exps:
-            run_sweep(e.sweep(scale), out, progress=False, executor=executor)
+            _, st = run_sweep(e.sweep(scale), out, progress=False, executor=executor)
+            first[e.name] = (st["stored"], executor.submitted, executor.in_flight)
         executor.wait = True
     for e in exps:
         sweep = e.sweep(scale)
@@ -180,6 +181,10 @@ def main(argv=None) -> int:
             print(f"sensbook: {err}", file=sys.stderr)
             failed += 1
             continue
+        if sweep.name in first:    # counted when submitted, not after waiting for the others
+            stored, executor.submitted, executor.in_flight = first[sweep.name]
+            stats["computed"] += stats["stored"] - stored
+            stats["stored"] = stored
         line = (f"{sweep.name} @ {scale}: {stats['stored']} already stored, {stats['computed']} "
                 f"computed; results in {store.folder}")
         if executor is not None and (executor.submitted or executor.in_flight):

@@ -79,6 +79,7 @@ def test_cli_runs_through_the_executor_and_reports_status(tmp_path, monkeypatch,
     out = capsys.readouterr().out
     assert "test.fake @ ci: 1 already stored, 1 computed" in out
     assert "test.other @ ci: 0 already stored, 1 computed" in out
+    assert out.count("(1 jobs submitted, 0 already queued or running)") == 2
     jobs = [json.loads((tmp_path / ".submitit" / n / "jobs.json").read_text())
             for n in ("test.fake", "test.other")]
     assert [len(j) for j in jobs] == [2, 1]

@@ -8,9 +8,8 @@ JOBS ?= 2
 # Kernels and tests import sensbook from this checkout, whatever the editable install points at.
 export PYTHONPATH := $(CURDIR)
 
-
 .PHONY: experiments mutants
-.PHONY: setup assets book book-ci book-publish test unit chapters site-test chromium sync clean bench
+.PHONY: setup assets book book-ci book-publish test unit chapters site-test chromium sync clean bench slurm-test
 # The browser test drives this Chromium (Debian's package; Playwright never downloads browsers).
 CHROMIUM ?= /usr/bin/chromium
 export SENSBOOK_CHROMIUM := $(CHROMIUM)
@@ -62,12 +61,19 @@ book-publish: setup assets
 	  --config .publish_config.yml -W -n --keep-going
 
 # Two pytest workers share 2 cores: one thread each (OMP_NUM_THREADS=1) avoids oversubscription.
-# Every test: unit tests, every chapter under nbval at ci scale, the ci-scale HTML build, then the
-# built site in headless Chromium plus its internal links (screenshots: _build/site-test/).
-test: setup unit chapters book-ci site-test
+# Every test: unit tests, the one-node Slurm cluster test, every chapter under nbval at ci scale,
+# the ci-scale HTML build, then the built site in headless Chromium plus its internal links
+# (screenshots: _build/site-test/).
+test: setup unit slurm-test chapters book-ci site-test
 
 unit: setup
-	OMP_NUM_THREADS=1 SENSBOOK_SCALE=ci SENSBOOK_PROGRESS=0 $(BIN)/python -m pytest -q -n $(JOBS) tests --ignore=tests/site
+	OMP_NUM_THREADS=1 SENSBOOK_SCALE=ci SENSBOOK_PROGRESS=0 $(BIN)/python -m pytest -q -n $(JOBS) tests --ignore=tests/site --ignore=tests/test_slurm.py
+
+# A one-node Slurm cluster on this machine (tools/slurm_cluster.sh: Debian's slurmctld, slurmd,
+# slurm-client and munge, installed with apt-get when missing) runs ci-scale sweeps as job arrays
+# and stops again (tests/test_slurm.py; skipped only without root or apt-get). About two minutes.
+slurm-test: setup
+	OMP_NUM_THREADS=1 SENSBOOK_SCALE=ci SENSBOOK_PROGRESS=0 $(BIN)/python -m pytest -q tests/test_slurm.py
 
 # Checks the HTML in _build/html (run `make book-ci` or `make book` first).
 site-test: setup chromium

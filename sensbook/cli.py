@@ -5,7 +5,9 @@
     sensbook sweep ch5.k0_growth --scale paper --workers 4      # one experiment, four processes
     sensbook sweep all --scale book --workers 2                 # everything `make book` needs
     sensbook sweep ch6 --scale paper --devices cuda:0,cuda:1    # one worker per GPU
-    sensbook sweep ch6 --scale book --status                    # what is stored, nothing run
+    sensbook sweep ch6 --scale book --status                    # stored/queued/running/failed
+    sensbook sweep all --scale paper --out /shared/results --executor slurm --partition gpu \
+        --gpus-per-task 1 --time 120 --no-wait                  # a Slurm job array (submitit)
     sensbook calibrate ch5                                      # cost model vs a measured ci run
 
 Finished configurations are stored under ``OUT/<experiment>/`` as they finish; rerunning skips
@@ -37,7 +39,9 @@ def _parser():
                                                    "(default $SENSBOOK_DEVICE, else CUDA if available)")
     s.add_argument("--devices", default=None,
                    help="comma-separated devices to spread the workers over, e.g. cuda:0,cuda:1")
-    s.add_argument("--status", action="store_true", help="report what is stored; compute nothing")
+    s.add_argument("--status", action="store_true", help="report what is stored, queued, running "
+                   "and failed (with each failed job's error); compute nothing")
+    _cluster_options(s)
     ls = sub.add_parser("list", help="every experiment: configurations and predicted cost per scale")
     ls.add_argument("--scale", choices=SCALES, default=None, help="only this scale")
     c = sub.add_parser("calibrate", help="run an experiment's ci configurations and compare the "
@@ -45,6 +49,56 @@ def _parser():
     c.add_argument("experiment")
     c.add_argument("--out", default=None, help="results folder (default: a temporary one)")
     return p
+
+
+# --- cluster executors (sensbook/executors.py: Slurm or local jobs through submitit) ----------
+def _cluster_options(s):
+    g = s.add_argument_group(
+        "executor", "--executor slurm submits the missing configurations as one Slurm job array "
+        "through submitit (one array task per configuration; --out must be a folder every node "
+        "sees); --executor submitit-local runs the same jobs as local subprocesses. Job logs and "
+        "ids: OUT/.submitit/<experiment>/. Rerunning submits only what is neither stored nor "
+        "queued/running, so failed or cancelled configurations are recomputed, nothing else.")
+    g.add_argument("--executor", choices=("local", "slurm", "submitit-local"), default="local",
+                   help="local: processes of this machine (--workers; default); slurm: a job "
+                        "array; submitit-local: submitit's local executor")
+    g.add_argument("--partition", default=None, help="Slurm partition (default: the cluster's)")
+    g.add_argument("--time", type=int, default=60, metavar="MINUTES",
+                   help="time limit of one configuration's job (default 60)")
+    g.add_argument("--cpus-per-task", type=int, default=1, help="CPUs per job (default 1)")
+    g.add_argument("--gpus-per-task", type=int, default=0, help="GPUs per job (default 0)")
+    g.add_argument("--mem", type=int, default=None, metavar="GB",
+                   help="memory per job in GB (default: the cluster's)")
+    g.add_argument("--array-parallelism", type=int, default=64,
+                   help="jobs of the array running at once (default 64)")
+    g.add_argument("--no-wait", action="store_true",
+                   help="return right after submitting (check with --status)")
+
+
+def _cluster_executor(args):
+    """The executor the options ask for (None: the local process pool), or ValueError."""
+    if args.executor == "local":
+        return None
+    from .executors import SubmititExecutor
+
+    return SubmititExecutor("slurm" if args.executor == "slurm" else "local",
+                            partition=args.partition, time=args.time,
+                            cpus_per_task=args.cpus_per_task, gpus_per_task=args.gpus_per_task,
+                            mem_gb=args.mem, array_parallelism=args.array_parallelism,
+                            wait=not args.no_wait)
+
+
+def _status(sweep, out, scale, store) -> None:
+    from .executors import describe, status, summary
+
+    states = status(out, sweep.name, store.version, sweep.configs)
+    stored = sum(s.state == "stored" for s in states)
+    print(f"{sweep.name} @ {scale}: {stored}/{len(states)} stored in {store.folder} (version "
+          f"{store.version}); {summary(states)}")
+    for s in states:
+        if s.state == "failed":
+            print(describe(s))
+# --- end of cluster executors -------------------------------------------------------------
 
 
 def _fmt_seconds(s: float) -> str:
@@ -100,25 +154,52 @@ def main(argv=None) -> int:
         os.environ["SENSBOOK_DEVICE"] = args.device      # workers inherit it
     devices = [d.strip() for d in args.devices.split(",") if d.strip()] if args.devices else None
     workers = max(args.workers, len(devices)) if devices else args.workers
-    if not args.status and len(exps) > 1 and workers > 1 and not devices:
+    try:
+        executor = _cluster_executor(args)
+    except ValueError as e:
+        print(f"sensbook: {e}", file=sys.stderr)
+        return 2
+    if not args.status and len(exps) > 1 and workers > 1 and not devices \
+            and executor is None:
         from .experiments import run_all
 
         for name, (stored, computed) in run_all(exps, scale, out, workers=workers).items():
             print(f"{name} @ {scale}: {stored} already stored, {computed} computed")
         print(f"results in {out}")
         return 0
+    failed, first = 0, {}
+    if executor is not None and executor.wait and not args.status and len(exps) > 1:
+        executor.wait = False      # submit every experiment's job array first, then wait for all
+        for e in exps:
+            _, st = run_sweep(e.sweep(scale), out, progress=False, executor=executor)
+            first[e.name] = (st["stored"], executor.submitted, executor.in_flight)
+        executor.wait = True
     for e in exps:
         sweep = e.sweep(scale)
         store = Store(out, sweep.name)
         if args.status:
-            done = sum(store.done(c) for c in sweep.configs)
-            print(f"{sweep.name} @ {scale}: {done}/{len(sweep.configs)} stored in {store.folder} "
-                  f"(version {store.version})")
+            _status(sweep, out, scale, store)
             continue
-        _, stats = run_sweep(sweep, out, workers=workers, progress=True, devices=devices)
-        print(f"{sweep.name} @ {scale}: {stats['stored']} already stored, {stats['computed']} "
-              f"computed; results in {store.folder}")
-    return 0
+        try:
+            _, stats = run_sweep(sweep, out, workers=workers, progress=True, devices=devices,
+                                 executor=executor)
+        except RuntimeError as err:           # executors.SweepFailed: each failed job's error
+            if executor is None:
+                raise
+            print(f"sensbook: {err}", file=sys.stderr)
+            failed += 1
+            continue
+        if sweep.name in first:    # counted when submitted, not after waiting for the others
+            stored, executor.submitted, executor.in_flight = first[sweep.name]
+            stats["computed"] += stats["stored"] - stored
+            stats["stored"] = stored
+        line = (f"{sweep.name} @ {scale}: {stats['stored']} already stored, {stats['computed']} "
+                f"computed; results in {store.folder}")
+        if executor is not None and (executor.submitted or executor.in_flight):
+            line += (f" ({len(executor.submitted)} jobs submitted, {len(executor.in_flight)} "
+                     f"already queued or running" + ("; see --status)" if args.no_wait else ")"))
+        print(line)
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":  # pragma: no cover

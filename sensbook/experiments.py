@@ -114,19 +114,25 @@ def run_experiment(name: str, scale: str | None = None, out=None, *, workers: in
                    progress: bool = True, compute: bool = True, report: bool = True):
     """Results of experiment ``name`` at ``scale`` (default: the current scale), in the order of
     its configurations: stored ones read from ``out`` (default :func:`~sensbook.sweep.results_dir`),
-    missing ones computed now and stored. With ``report``, prints one line saying how many came
-    from the store and how many were computed now (so the page says which is which)."""
+    missing ones computed now and stored. In Colab (or with ``$SENSBOOK_PUBLISHED``) results the
+    published book stored are fetched first (:mod:`sensbook.published`). With ``report``, prints
+    one line saying how many came from the store, from the published store, and how many were
+    computed now (so the page says which is which)."""
+    from .published import fetch_missing
     from .scale import scale as current_scale
     from .sweep import results_dir, run_sweep
 
     exp = get(name)
     sc = current_scale() if scale is None else scale
     sweep = exp.sweep(sc)
-    results, stats = run_sweep(sweep, results_dir() if out is None else out, workers=workers,
-                               progress=progress, compute=compute)
+    out = results_dir() if out is None else out
+    # In Colab (or with $SENSBOOK_PUBLISHED): results the published book computed, never in CI
+    published, site = fetch_missing(sweep, out)
+    results, stats = run_sweep(sweep, out, workers=workers, progress=progress, compute=compute)
     if report:
-        print(f"[{name} @ {sc}: {len(results)} configurations, {stats['stored']} read from the "
-              f"store, {stats['computed']} computed now]")
+        from_site = f"{published} from the published store ({site}), " if site else ""
+        print(f"[{name} @ {sc}: {len(results)} configurations, {stats['stored'] - published} read "
+              f"from the store, {from_site}{stats['computed']} computed now]")
     return results
 
 

@@ -27,10 +27,11 @@ import tempfile
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 
-# Source files that never compute a result (the command line); every other module of the
+# Source files that never compute a result (the command line, the cluster executors, the
+# published-store reader); every other module of the
 # package is part of every key, so a change to any code that computes a result recomputes it,
 # while a change to a chapter (a caption, a plot) does not.
-_NOT_FINGERPRINTED = ("cli.py",)
+_NOT_FINGERPRINTED = ("cli.py", "executors.py", "published.py")
 
 
 def fingerprinted_files() -> list:
@@ -200,7 +201,7 @@ class Sweep:
 
 def run_sweep(sweep: Sweep, out=None, *, workers: int = 1, progress: bool = True,
               compute: bool = True, runner_kwargs: dict | None = None, mp_context=None,
-              devices=None):
+              devices=None, executor=None):
     """Results of every configuration of ``sweep``, in order: stored ones read, others computed.
 
     Returns ``(results, stats)`` with ``stats = {"stored": k, "computed": m, "missing": j}``.
@@ -209,6 +210,8 @@ def run_sweep(sweep: Sweep, out=None, *, workers: int = 1, progress: bool = True
     (``mp_context``, default "spawn", safe with torch and CUDA); each is stored as soon as it
     finishes, so killing the sweep loses only the configurations in flight. ``devices`` (e.g.
     ``["cuda:0", "cuda:1"]``, with ``workers > 1``) spreads the workers over several devices.
+    ``executor`` (e.g. :class:`sensbook.executors.SubmititExecutor`, a Slurm job array) runs the
+    missing configurations instead: each job runs :func:`_run_one`; what they stored is read back.
     """
     from .scale import progress as _progress
 
@@ -225,6 +228,13 @@ def run_sweep(sweep: Sweep, out=None, *, workers: int = 1, progress: bool = True
     stats = {"stored": len(results) - len(todo), "computed": 0, "missing": 0}
     if not compute:
         stats["missing"] = len(todo)
+        return results, stats
+    if executor is not None:
+        executor.run([(store.root, store.name, store.version, sweep.runner, sweep.configs[i], kwargs)
+                      for i in todo])
+        results = [store.load(c) for c in sweep.configs]
+        stats["computed"] = sum(results[i] is not None for i in todo)
+        stats["missing"] = len(todo) - stats["computed"]
         return results, stats
     bar = _progress(total=len(sweep.configs), desc=f"sweep {sweep.name}", disable=not progress)
     bar.update(stats["stored"])

@@ -1,0 +1,106 @@
+"""Results the published book already computed, read over HTTP by readers (Colab).
+
+The publish workflow (``.github/workflows/publish.yml``) runs every experiment at ``book`` scale
+and ships the store with the site: ``<site>/results/<experiment>/<key>.json``, the same files as
+a local store (:class:`~sensbook.sweep.Store`). A chapter opened in Colab calls
+:func:`~sensbook.experiments.run_experiment`, which first asks the published store for each
+configuration missing locally (:func:`fetch_missing`): a record is used only when its code
+version and configuration are exactly the ones asked for (the key already covers both; the record
+is checked again), is saved in the local store, and the chapter says how many results came from
+the published store and how many were computed now.
+
+The network is used only where a reader runs the book: in Colab, or where ``SENSBOOK_PUBLISHED``
+is set: to the site's URL, to ``1`` (the URL below), or to ``0`` (never, even in Colab). CI and
+local builds never touch the network.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import urllib.error
+import urllib.parse
+import urllib.request
+
+#: The repository, as in ``_config.yml`` (``repository.url``; tests/test_published.py checks that
+#: they agree). Colab installs the package without the book's files, so the URL lives here too.
+REPOSITORY = "https://github.com/sensbook/sensbook"
+
+
+def site_url(repository: str = REPOSITORY) -> str:
+    """The GitHub Pages site of a GitHub repository: ``https://OWNER.github.io/REPO/``."""
+    parts = urllib.parse.urlparse(repository)
+    path = [p for p in parts.path.split("/") if p]
+    if parts.netloc.lower() != "github.com" or len(path) != 2:
+        raise ValueError(f"repository must be https://github.com/OWNER/REPO, got {repository!r}")
+    owner, repo = path[0].lower(), path[1].removesuffix(".git")
+    return f"https://{owner}.github.io/" if repo.lower() == f"{owner}.github.io" else \
+        f"https://{owner}.github.io/{repo}/"
+
+
+def in_colab() -> bool:
+    return "google.colab" in sys.modules or "COLAB_RELEASE_TAG" in os.environ
+
+
+def published_url() -> str | None:
+    """The published site to read results from, or None (no network): ``$SENSBOOK_PUBLISHED``
+    (a URL, ``1`` for :func:`site_url`, ``0`` for none), else :func:`site_url` in Colab only."""
+    env = os.environ.get("SENSBOOK_PUBLISHED", "").strip()
+    if env == "0":
+        return None
+    if env == "1" or (not env and in_colab()):
+        return site_url()
+    if not env:
+        return None
+    if urllib.parse.urlparse(env).scheme not in ("http", "https"):
+        raise ValueError(f"SENSBOOK_PUBLISHED must be an http(s) URL, 1 or 0, got {env!r}")
+    return env.rstrip("/") + "/"
+
+
+def fetch(base: str, name: str, key: str, timeout: float = 10.0):
+    """The published record ``<base>results/<name>/<key>.json`` (a dict), or None if the site has
+    none (HTTP 404). Other failures (no network, a server error) raise :class:`OSError`."""
+    url = urllib.parse.urljoin(base, f"results/{urllib.parse.quote(name)}/{key}.json")
+    req = urllib.request.Request(url, headers={"User-Agent": "sensbook"})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            text = r.read().decode()
+    except urllib.error.HTTPError as e:
+        if e.code == 404:
+            return None
+        raise
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return None
+
+
+def fetch_missing(sweep, out, base: str | None = None) -> tuple:
+    """Copy into the local store ``out`` every published result of ``sweep`` that ``out`` lacks
+    (exact version and configuration only). Returns ``(number copied, base URL or None)``; with no
+    published site (see :func:`published_url`) nothing is fetched. A network failure stops the
+    fetching with one warning; what is missing is then computed as usual."""
+    from .sweep import Store, canonical, key
+
+    base = published_url() if base is None else base
+    if base is None:
+        return 0, None
+    store = Store(out, sweep.name)
+    copied = 0
+    for c in sweep.configs:
+        if store.record(c) is not None:
+            continue
+        k = key(c, store.version)
+        try:
+            rec = fetch(base, sweep.name, k)
+        except OSError as e:
+            print(f"[published results at {base} not reachable ({e}); computing instead]",
+                  file=sys.stderr)
+            break
+        if (not isinstance(rec, dict) or rec.get("version") != store.version or "result" not in rec
+                or canonical(rec.get("config")) != canonical(c)):
+            continue
+        meta = dict(rec.get("meta") or {}, published=base)
+        store.save(c, rec["result"], meta)
+        copied += 1
+    return copied, base

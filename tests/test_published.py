@@ -1,0 +1,141 @@
+"""Published results: a chapter reads what the published site stores for its keys (over HTTP,
+here a local http.server on 127.0.0.1), computes only the rest, and says which is which; no
+network outside Colab unless SENSBOOK_PUBLISHED asks for it. And the publish workflow ships the
+book-scale store with the site."""
+import functools
+import http.server
+import json
+import re
+import shutil
+import threading
+import urllib.request
+
+import pytest
+import yaml
+
+import sensbook as sb
+import sensbook.published as pub
+from tests.test_executors import fake_experiment
+from tests.test_sweep import ROOT, calls
+
+
+@pytest.fixture
+def site(tmp_path):
+    """A site folder served on 127.0.0.1; yields (folder, base URL, list of requested paths)."""
+    folder = tmp_path / "site"
+    folder.mkdir()
+    requested = []
+
+    class Handler(http.server.SimpleHTTPRequestHandler):
+        def log_request(self, *a):
+            requested.append(self.path)
+
+        def log_message(self, *a):
+            pass
+
+    server = http.server.ThreadingHTTPServer(
+        ("127.0.0.1", 0), functools.partial(Handler, directory=str(folder)))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield folder, f"http://127.0.0.1:{server.server_port}/book/", requested
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def publish(store_root, name, site_folder):
+    """What the publish workflow does: the store's folder, copied under results/."""
+    shutil.copytree(store_root / name, site_folder / "book" / "results" / name)
+
+
+def test_a_chapter_reads_published_results_and_computes_only_the_rest(tmp_path, site,
+                                                                     monkeypatch, capsys):
+    folder, base, requested = site
+    exp = fake_experiment(monkeypatch, n=4)
+    log = tmp_path / "log"
+    monkeypatch.setenv("FAKE_LOG", str(log))
+    # the publisher computed configurations 0, 1, 2; config 2's record is from other code
+    sb.run_sweep(type(exp.sweep("book"))(exp.name, exp.configs("book")[:3], exp.runner),
+                 tmp_path / "publisher", progress=False)
+    publish(tmp_path / "publisher", exp.name, folder)
+    third = folder / "book" / "results" / exp.name / f"{sb.key(exp.configs('book')[2])}.json"
+    rec = json.loads(third.read_text()); rec["version"] = "0.0.0+other"
+    third.write_text(json.dumps(rec))
+    monkeypatch.setenv("SENSBOOK_PUBLISHED", base)
+    log.unlink()
+    res = sb.run_experiment(exp.name, "book", tmp_path / "reader", progress=False)
+    assert res == [{"square": i * i, "tag": "book"} for i in range(4)]
+    assert sorted(calls(log)) == [2, 3]                   # only what the site lacks (or is stale)
+    line = capsys.readouterr().out
+    assert f"0 read from the store, 2 from the published store ({base}), 2 computed now" in line
+    assert len(requested) == 4 and all(p.startswith("/book/results/test.fake/") for p in requested)
+    # the fetched records are now local, marked as published; nothing is fetched again
+    recs = [sb.Store(tmp_path / "reader", exp.name).record(c) for c in exp.configs("book")]
+    assert [r["meta"].get("published") for r in recs] == [base, base, None, None]
+    sb.run_experiment(exp.name, "book", tmp_path / "reader", progress=False)
+    assert "4 read from the store, 0 from the published store" in capsys.readouterr().out
+    assert len(requested) == 4
+
+
+def test_no_network_outside_colab_unless_asked(tmp_path, monkeypatch, capsys):
+    exp = fake_experiment(monkeypatch, n=2)
+
+    def no_network(*a, **k):
+        raise AssertionError("the network was used")
+
+    monkeypatch.setattr(urllib.request, "urlopen", no_network)
+    monkeypatch.delenv("SENSBOOK_PUBLISHED", raising=False)
+    monkeypatch.delenv("COLAB_RELEASE_TAG", raising=False)
+    assert pub.published_url() is None
+    sb.run_experiment(exp.name, "ci", tmp_path, progress=False)
+    assert "0 read from the store, 2 computed now" in capsys.readouterr().out
+    # in Colab the site of _config.yml's repository is asked, unless SENSBOOK_PUBLISHED=0
+    monkeypatch.setitem(__import__("sys").modules, "google.colab", object())
+    assert pub.published_url() == pub.site_url()
+    monkeypatch.setenv("SENSBOOK_PUBLISHED", "0")
+    assert pub.published_url() is None
+    monkeypatch.setenv("SENSBOOK_PUBLISHED", "ftp://x")
+    with pytest.raises(ValueError, match="SENSBOOK_PUBLISHED"):
+        pub.published_url()
+
+
+def test_an_unreachable_site_means_computing_with_one_warning(tmp_path, site, monkeypatch,
+                                                              capsys):
+    exp = fake_experiment(monkeypatch, n=3)
+    folder, base, requested = site
+    monkeypatch.setenv("SENSBOOK_PUBLISHED", "http://127.0.0.1:9/")     # nothing listens there
+    res = sb.run_experiment(exp.name, "ci", tmp_path, progress=False)
+    assert [r["square"] for r in res] == [0, 1, 4]
+    out = capsys.readouterr()
+    assert out.err.count("not reachable") == 1 and "0 from the published store" in out.out
+
+
+def test_the_site_url_comes_from_the_repository_of_config_yml():
+    url = yaml.safe_load((ROOT / "_config.yml").read_text())["repository"]["url"]
+    assert pub.REPOSITORY == url
+    assert pub.site_url("https://github.com/Sensbook/notes") == "https://sensbook.github.io/notes/"
+    assert pub.site_url("https://github.com/ab/ab.github.io.git") == "https://ab.github.io/"
+    with pytest.raises(ValueError, match="repository"):
+        pub.site_url("https://gitlab.com/a/b")
+
+
+def load_workflow(name):
+    text = (ROOT / ".github" / "workflows" / name).read_text()
+    return yaml.safe_load(re.sub(r"^on:", '"on":', text, flags=re.M))
+
+
+def test_publish_runs_the_book_scale_experiments_and_ships_the_store():
+    steps = load_workflow("publish.yml")["jobs"]["build"]["steps"]
+    runs = [s.get("run", "") for s in steps]
+    at = lambda pattern: next(i for i, r in enumerate(runs) if re.search(pattern, r))
+    sweep = at(r"sensbook\S* sweep all --scale book\b.*--out results")
+    build, ship = at(r"make book-publish"), at(r"_build/html/results")
+    upload = next(i for i, s in enumerate(steps)
+                  if s.get("uses", "").startswith("actions/upload-pages-artifact@"))
+    assert sweep < build < ship < upload
+    assert ".submitit" in runs[ship]             # job bookkeeping is not published
+    cache = [s for s in steps if s.get("uses", "").startswith("actions/cache@")
+             and s["with"]["path"] == "results"]
+    assert len(cache) == 1 and "hashFiles('sensbook/**'" in cache[0]["with"]["key"]
+    assert "restore-keys" not in cache[0]["with"], "results of other code are never shipped"

@@ -17,9 +17,9 @@ def records(folder):
 
 
 def fake_experiment(monkeypatch, n=3):
-    from sensbook.experiments import EXPERIMENTS, Experiment, experiments
+    from sensbook.experiments import EXPERIMENTS, Experiment, registry
 
-    experiments()
+    registry()
     exp = Experiment("test.fake", lambda scale: [{"i": i, "tag": scale} for i in range(n)],
                      "tests.test_sweep:fake", lambda c: 0.1)
     monkeypatch.setitem(EXPERIMENTS, exp.name, exp)

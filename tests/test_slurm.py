@@ -87,7 +87,7 @@ def test_a_sweep_through_slurm_stores_what_the_local_run_stores(cluster, tmp_pat
     assert len(ids) == 4 and len({i.split("_")[0] for i in ids}) == 1     # one array of 4 tasks
     assert all(j["kind"] == "slurm" for j in jobs.values())
     # ... and one real configuration of the book (chapter 6's training, ci scale)
-    exp = sb.experiments()["ch6.training"]
+    exp = sb.registry()["ch6.training"]
     real = sb.Sweep(exp.name, exp.configs("ci")[:1], exp.runner)
     sb.run_sweep(real, tmp_path / "local", progress=False)
     local, _ = sb.run_sweep(real, tmp_path / "local", progress=False, compute=False)  # as stored

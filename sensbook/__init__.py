@@ -38,9 +38,10 @@ from .experiments import EXPERIMENTS, Experiment, registry, run_experiment
 from .experiments import select as experiments_select
 from .sweep import Store, Sweep, key, results_dir, run_sweep
 from .sweep import version as results_version
-from .train import (CH6_SIZES, CH6_TARGETS, Protocol, accuracy, analyse, ch6_configs, ch6_length,
-                    ch6_rows, ch6_sweep, ch6_table, init_population, population_loss, profile_tv,
-                    reference_distance, run_config, train_population)
+from .train import (CH6_EVAL, CH6_SIZES, CH6_TARGETS, Protocol, accuracy, ch6_configs,
+                    ch6_sweep, ch6_table, ch6_times, curve_schedule, eval_schedule, growth_rate,
+                    init_population, plateau_exit, population_loss, run_config,
+                    train_population)
 from .train import target as target_function
 from .volume import (Agreement, FunctionCensus, affine_class, agreement, basin_curve,
                      census_from_ids, critical_sigma, fit_power, ids_to_tables,

@@ -1,4 +1,4 @@
-"""Training populations of recognizers, and the measurements chapter 6 reports.
+"""Training populations of recognizers, and chapter 6's steps-to-learn experiment.
 
 The book's training protocol (every number lives in :class:`Protocol`, one place to change):
 
@@ -14,10 +14,11 @@ The book's training protocol (every number lives in :class:`Protocol`, one place
 * **Optimizer**: AdamW, lr 1e-3, weight decay 0 (betas 0.9/0.999), constant learning rate.
   Adam's update is element-wise, so one optimizer over the population trains P independent
   models: population training equals training each seed alone (``tests/test_train.py``).
-* **Steps, batch**: chosen per scale by the chapter (``sb.pick``), stated there.
-* **Evaluation**: labels are sign(T) (margin xi = 0, the function the model computes);
-  accuracy and profiles on all 2^N strings when N <= ``exhaustive_max``, else on a held-out
-  uniform sample (accuracy) and a sampled profile (each sampled string with its N neighbours).
+* **Steps, batch**: the step budget and batch per scale live in ``CH6_SIZES``.
+* **Evaluation**: labels are sign(T) (margin xi = 0, the function the model computes); a model
+  has *learned* f once its accuracy reaches ``criterion`` (0.99), on all 2^N strings when
+  N <= ``exhaustive_max``, else on a fixed held-out uniform sample; steps to learn are the first
+  checked step at which it does (:func:`run_config`), censored at the budget.
 
 Seeds train together: everything is one batched computation over the population axis, on
 whatever device the model is on (CPU or CUDA); no per-seed Python loop touches the model.
@@ -35,11 +36,9 @@ import torch.nn.functional as Fn
 from .boolean import FIRST, MAJORITY, PARITY, BooleanFunction, check_n, index_to_strings
 from .experiments import Experiment, register
 from .model import INITS, Recognizer
-from .profile import sensitivity_profile
 
 DATA_SEED_OFFSET = 1_000_003          # data generator of seed s: s + this (init uses s itself)
 TEST_SEED_OFFSET = 2_000_003          # held-out test strings
-PROFILE_SEED_OFFSET = 3_000_017       # sampled profiles
 LOSSES = ("logistic", "mse")
 
 
@@ -177,13 +176,18 @@ def population_loss(model: Recognizer, x, y, loss: str = "logistic") -> torch.Te
 
 def train_population(model: Recognizer, f: BooleanFunction, N: int, seeds,
                      protocol: Protocol = Protocol(), *, log_every: int | None = None,
-                     progress: bool = True) -> np.ndarray:
+                     log_steps=None, until=None, progress: bool = True) -> np.ndarray:
     """Train the P models of ``model`` on f at length N, in place, as one batched computation.
 
     Model p sees fresh uniform strings from its own generator (seed ``seeds[p] +
     DATA_SEED_OFFSET``). One AdamW optimizer over the whole module: its update is element-wise
     and the objective is the sum of per-model losses, so the P models do not interact.
-    Returns the loss curve, shape (n_logged, P) (every ``log_every`` steps, default steps/50).
+
+    Returns the loss curve, shape (n_logged, P): row i is each model's mean training loss over
+    the steps since the previous logged step, up to step ``log_steps[i]`` (1-based counts;
+    default every ``log_every`` steps, default steps/50, and the last step). ``until(step)``, if
+    given, is called after every step with the number of steps done; training stops early when
+    it returns True (the curve then ends with the window that contains that step).
     """
     from .scale import progress as _progress
 
@@ -192,104 +196,124 @@ def train_population(model: Recognizer, f: BooleanFunction, N: int, seeds,
     if len(seeds) != model.P:
         raise ValueError(f"seeds must have one entry per model (P={model.P}), got {len(seeds)}")
     pr = protocol
-    log_every = log_every or max(1, pr.steps // 50)
+    if log_steps is None:
+        every = log_every or max(1, pr.steps // 50)
+        log_steps = sorted(set(range(every, pr.steps + 1, every)) | {pr.steps})
+    log_at = {int(s) for s in log_steps}
+    if not log_at or min(log_at) < 1 or max(log_at) > pr.steps:
+        raise ValueError(f"log_steps must lie in 1..steps={pr.steps}, got {sorted(log_at)[:5]}...")
     gens = [torch.Generator().manual_seed(s + DATA_SEED_OFFSET) for s in seeds]
     opt = torch.optim.AdamW(model.parameters(), lr=pr.lr, weight_decay=pr.weight_decay)
-    curve = []
+    curve, window, n_window = [], torch.zeros(model.P, dtype=torch.float64), 0
     model.train()
-    for step in _progress(range(pr.steps), desc=f"train {f} N={N}", disable=not progress):
+    for step in _progress(range(1, pr.steps + 1), desc=f"train {f} N={N}", disable=not progress):
         x = _batch(gens, pr.batch, N, model.device, model.dtype)
         per = population_loss(model, x, f(x), pr.loss)
         opt.zero_grad(set_to_none=True)
         per.sum().backward()
         opt.step()
-        if step % log_every == 0 or step == pr.steps - 1:
-            curve.append(per.detach().cpu().numpy())
+        window += per.detach().double().cpu()
+        n_window += 1
+        stop = until is not None and bool(until(step))
+        if step in log_at or stop:
+            curve.append((window / n_window).numpy())
+            window, n_window = torch.zeros_like(window), 0
+        if stop:
+            break
     model.eval()
     return np.stack(curve)
 
 
 # ---- measurements -------------------------------------------------------------------------
-def profile_tv(fractions, target_fractions) -> np.ndarray:
-    """Total-variation distance between profiles: (1/2) sum_k |p_k - q_k|, in [0, 1].
-
-    Profiles are normalised (K_k / 2^N). Between a target f and a constant function it is
-    1 - K_0(f)/2^N: 1 for PARITY, FIRST and sparse PARITY, and 2 C(N,(N-1)/2)/2^N for MAJORITY.
-    """
-    p = np.asarray(fractions, dtype=np.float64)
-    q = np.asarray(target_fractions, dtype=np.float64)
-    return 0.5 * np.abs(p - q).sum(-1)
-
-
 @torch.no_grad()
 def accuracy(model: Recognizer, f: BooleanFunction, N: int, *, n_test: int | None = None,
              seed: int = 0, chunk: int = 4096) -> np.ndarray:
-    """Fraction of strings where sign(T) agrees with f, per model: (P,).
+    """Fraction of strings where sign(T) agrees with f (accept when T > 0), per model: (P,).
 
     On all 2^N strings when ``n_test`` is None, else on ``n_test`` uniform held-out strings
     (generator seed ``seed + TEST_SEED_OFFSET``; the same strings for every model).
-    NaN outputs count as errors.
+    A NaN or infinite output is an error (ValueError naming the models), never a class.
     """
     N = check_n(N)
     if n_test is None:
         total, idx_all = 2**N, torch.arange(2**N)
         xs = lambda a, b: index_to_strings(idx_all[a:b], N)
     else:
+        if isinstance(n_test, bool) or not isinstance(n_test, (int, np.integer)) or n_test < 1:
+            raise ValueError(f"n_test must be None or an integer >= 1, got {n_test!r}")
         g = torch.Generator().manual_seed(seed + TEST_SEED_OFFSET)
         pool = torch.randint(0, 2, (int(n_test), N), generator=g).float()
         total = int(n_test)
         xs = lambda a, b: pool[a:b]
     right = torch.zeros(model.P, dtype=torch.float64)
+    bad = torch.zeros(model.P, dtype=torch.int64)
     for a in range(0, total, chunk):
         x = xs(a, min(a + chunk, total)).to(model.device, model.dtype)
         T = model(x)
+        bad += (~torch.isfinite(T)).sum(-1).cpu()
         right += ((T > 0) == f(x).unsqueeze(0)).sum(-1).double().cpu()
+    if bad.any():
+        which = {int(p): int(bad[p]) for p in torch.nonzero(bad).flatten()}
+        raise ValueError(f"model output is NaN or infinite (model: number of strings) {which}; "
+                         f"accuracy is undefined there")
     return (right / total).numpy()
 
 
-def _profile(model, N, exhaustive_max, n_profile, seed):
-    if N <= exhaustive_max:
-        return sensitivity_profile(model, N, progress=False)
-    return sensitivity_profile(model, N, n_samples=int(n_profile), seed=seed + PROFILE_SEED_OFFSET,
-                               progress=False)
+def eval_schedule(budget: int, every: int, growth: float) -> list:
+    """The steps at which the criterion is checked: every ``every`` steps, and once the step
+    count t is large, every ``ceil(growth * t)`` steps (a relative resolution ``growth``);
+    always at the budget itself, so a run that has not met the criterion there is censored."""
+    if isinstance(every, bool) or not isinstance(every, int) or every < 1:
+        raise ValueError(f"eval_every must be an integer >= 1, got {every!r}")
+    if not (isinstance(growth, (int, float)) and 0 <= growth <= 1):
+        raise ValueError(f"eval_growth must be a number in [0, 1], got {growth!r}")
+    out, t = [], every
+    while t < budget:
+        out.append(t)
+        t += max(every, math.ceil(growth * t))
+    return out + [budget]
 
 
-def _summary(prof):
-    """JSON-ready numbers of a population's profile."""
-    return {
-        "exact": bool(prof.exact),
-        "n_strings": int(prof.n_strings),
-        "counts": prof.counts.cpu().tolist(),
-        "fractions": prof.fractions.cpu().tolist(),
-        "stderr": prof.stderr.cpu().tolist(),
-        "undecided": prof.undecided.cpu().tolist(),
-        "nonfinite": prof.nonfinite.cpu().tolist(),
-        "incomplete": prof.incomplete.cpu().tolist(),
-        "average_sensitivity": prof.average_sensitivity.cpu().tolist(),
-    }
+def curve_schedule(budget: int, points: int) -> list:
+    """Logged steps of the loss curve: about ``points`` geometrically spaced steps in 1..budget
+    (dense early, where the easy targets learn; sparse late, along a plateau)."""
+    if isinstance(points, bool) or not isinstance(points, int) or points < 2:
+        raise ValueError(f"curve_points must be an integer >= 2, got {points!r}")
+    return sorted({int(round(s)) for s in np.geomspace(1, budget, points)})
+
+
+# ---- chapter 6: steps to learn ------------------------------------------------------------
+CONFIG_KEYS = ("target", "N", "seeds", "protocol", "criterion", "eval_every", "eval_growth",
+               "exhaustive_max", "n_test", "curve_points", "dtype")
 
 
 def run_config(config: dict, *, device=None, progress: bool = False) -> dict:
-    """Run one configuration of a training sweep and return its results (JSON-ready).
+    """Steps to learn: train ``seeds`` models on ``target`` at length ``N`` for at most
+    ``protocol["steps"]`` steps (the budget) and record, per seed, the first checked step at
+    which its accuracy reaches ``criterion``; a seed that never does is *censored* (None).
 
-    ``config``: ``target`` (a name for :func:`target`), ``N``, ``seeds``, ``protocol`` (a
-    :class:`Protocol` as dict), ``exhaustive_max`` (largest N measured on all 2^N strings),
-    ``n_test`` and ``n_profile`` (held-out strings for accuracy and sampled strings for the
-    profile above ``exhaustive_max``), ``dtype`` (``float32`` or ``float64``).
-    Results: per-seed ``accuracy``, profiles ``before`` and ``after`` training, the target's
-    exact ``target_fractions``, ``tv_before``/``tv_after`` (:func:`profile_tv`), the loss
-    curve, and timings.
+    The accuracy is checked at :func:`eval_schedule` (``eval_every``, ``eval_growth``) on all
+    2^N strings when N <= ``exhaustive_max``, else on ``n_test`` held-out uniform strings (the
+    same ones at every check). Training stops once every seed has met the criterion (later
+    steps cannot change a first-passage time). Results (JSON-ready): ``steps`` (per seed, int
+    or None), ``budget``, ``steps_run``, the loss curve (``curve_steps``, ``curve``: mean loss
+    per window of :func:`curve_schedule`, per seed), the checked accuracies (``eval_steps``,
+    ``eval_accuracy``), ``accuracy_strings``, ``cpu_seconds`` and ``device``.
     """
     from .scale import device as _default_device
 
-    need = ("target", "N", "seeds", "protocol", "exhaustive_max", "n_test", "n_profile", "dtype")
-    missing = [k for k in need if k not in config]
-    if missing:
-        raise ValueError(f"config is missing {missing}")
+    missing = [k for k in CONFIG_KEYS if k not in config]
+    unknown = sorted(set(config) - set(CONFIG_KEYS))
+    if missing or unknown:
+        raise ValueError(f"config is missing {missing} / has unknown keys {unknown}; "
+                         f"expected exactly {list(CONFIG_KEYS)}")
     N = check_n(config["N"])
     f = target(config["target"], N)
     seeds = _check_seeds(config["seeds"])
     pr = Protocol.from_dict(config["protocol"])
+    crit = config["criterion"]
+    if not (isinstance(crit, float) and 0.5 < crit <= 1):
+        raise ValueError(f"criterion must be an accuracy in (0.5, 1], got {crit!r}")
     dtypes = {"float32": torch.float32, "float64": torch.float64}
     if config["dtype"] not in dtypes:
         raise ValueError(f"dtype must be one of {sorted(dtypes)}, got {config['dtype']!r}")
@@ -299,164 +323,176 @@ def run_config(config: dict, *, device=None, progress: bool = False) -> dict:
     if dev.type == "cpu":
         torch.set_num_threads(1)   # tiny matrices: one thread is fastest; parallelise with workers
     try:
-        return _run(config, N, f, seeds, pr, dev, dtypes[config["dtype"]], progress)
+        return _steps_to_learn(config, N, f, seeds, pr, crit, dev, dtypes[config["dtype"]],
+                               progress)
     finally:
         torch.set_num_threads(threads)
 
 
-def _run(config, N, f, seeds, pr, dev, dtype, progress):
-    exmax, n_prof = int(config["exhaustive_max"]), int(config["n_profile"])
-    n_test = None if N <= exmax else int(config["n_test"])
-    t0, c0 = time.time(), time.process_time()
+def _steps_to_learn(config, N, f, seeds, pr, crit, dev, dtype, progress):
+    c0 = time.process_time()
+    n_test = None if N <= int(config["exhaustive_max"]) else int(config["n_test"])
+    checks = set(eval_schedule(pr.steps, config["eval_every"], config["eval_growth"]))
+    log_steps = curve_schedule(pr.steps, config["curve_points"])
     model = init_population(seeds, pr, device=dev, dtype=dtype)
-    before = _profile(model, N, exmax, n_prof, seed=0)
-    acc0 = accuracy(model, f, N, n_test=n_test)
-    t1 = time.time()
-    curve = train_population(model, f, N, seeds, pr, progress=progress)
-    t2 = time.time()
-    after = _profile(model, N, exmax, n_prof, seed=0)
-    acc = accuracy(model, f, N, n_test=n_test)
-    tfrac = (f.profile(N) / 2.0**N).tolist()
+    first = [None] * len(seeds)
+    eval_steps, eval_acc, done = [], [], [0]
+
+    def until(step):
+        done[0] = step
+        if step not in checks:
+            return False
+        acc = accuracy(model, f, N, n_test=n_test)
+        model.train()
+        eval_steps.append(step)
+        eval_acc.append(acc.tolist())
+        for p, a in enumerate(acc):
+            if first[p] is None and a >= crit:
+                first[p] = step
+        return all(s is not None for s in first)
+
+    curve = train_population(model, f, N, seeds, pr, log_steps=log_steps, until=until,
+                             progress=progress)
     return {
         "name": str(f),
-        "accuracy_before": acc0.tolist(),
-        "accuracy": acc.tolist(),
+        "steps": first,
+        "budget": pr.steps,
+        "steps_run": done[0],
+        "curve_steps": [s for s in log_steps if s < done[0]] + [done[0]],
+        "curve": curve.tolist(),
+        "eval_steps": eval_steps,
+        "eval_accuracy": eval_acc,
         "accuracy_strings": 2**N if n_test is None else n_test,
-        "before": _summary(before),
-        "after": _summary(after),
-        "target_fractions": tfrac,
-        "tv_before": profile_tv(before.fractions.cpu().numpy(), tfrac).tolist(),
-        "tv_after": profile_tv(after.fractions.cpu().numpy(), tfrac).tolist(),
-        "loss_curve": curve.tolist(),
-        "final_loss": curve[-1].tolist(),
-        "seconds_train": t2 - t1,
-        "seconds_total": time.time() - t0,
         "cpu_seconds": time.process_time() - c0,
         "device": str(dev),
     }
 
 
-# ---- chapter 6: the sweep and its analysis -------------------------------------------------
-CH6_TARGETS = ("PARITY", "FIRST", "MAJORITY", "SPARSE_PARITY_2", "SPARSE_PARITY_3",
-               "SPARSE_PARITY_4", "SPARSE_MAJORITY_2", "SPARSE_MAJORITY_3", "SPARSE_MAJORITY_4")
+CH6_TARGETS = ("PARITY", "FIRST", "MAJORITY")
 
-#: Sizes of chapter 6 at each scale (the one place they live; the chapter and the CLI read it).
-#: ``Ns``: lengths (MAJORITY is trained at N+1 when N is even); ``seeds``: models per cell;
-#: ``exhaustive_max``: largest N measured on all 2^N strings; above it accuracy uses ``n_test``
-#: held-out strings and the profile ``n_profile`` sampled strings (each with its N neighbours).
-#: N <= 61: the exact target profiles (int64 closed forms) stop at N = 62.
+#: Sizes of chapter 6 at each scale: the one place they live (the chapter, the experiment
+#: registry and the CLI read them). ``Ns``: lengths (odd, so MAJORITY has no ties);
+#: ``seeds``: models per (target, N), trained as one population; ``budget``: the step budget;
+#: ``batch``, ``lr``: the protocol's; ``criterion``: the accuracy that counts as learned,
+#: checked every ``eval_every`` steps (and every ``eval_growth`` x the step count later on),
+#: on all 2^N strings up to ``exhaustive_max``, above it on ``n_test`` held-out strings;
+#: ``curve_points``: points of the stored loss curve.
 CH6_SIZES = {
-    "ci": dict(Ns=[5, 10, 15], seeds=3, steps=300, batch=64, exhaustive_max=12, n_test=4096,
-               n_profile=500, dtype="float32"),
-    "book": dict(Ns=[5, 10, 15, 20], seeds=4, steps=300, batch=64, exhaustive_max=15,
-                 n_test=8192, n_profile=1000, dtype="float32"),
-    "paper": dict(Ns=[5, 10, 15, 20, 25, 30, 40, 50, 60], seeds=16, steps=3000, batch=256,
-                  exhaustive_max=20, n_test=65536, n_profile=4000, dtype="float32"),
+    "ci": dict(Ns=[3, 5, 7, 9], seeds=4, budget=1500, batch=64, lr=1e-3,
+               targets=list(CH6_TARGETS)),
+    "book": dict(Ns=[5, 7, 9, 11, 13], seeds=6, budget=3000, batch=64, lr=1e-3,
+                 targets=list(CH6_TARGETS)),
+    "paper": dict(Ns=[5, 7, 9, 11, 13, 15, 17, 19], seeds=8, budget=10000, batch=64, lr=1e-3,
+                  targets=list(CH6_TARGETS) + ["SPARSE_PARITY_2", "SPARSE_PARITY_3"]),
 }
+CH6_EVAL = dict(criterion=0.99, eval_every=5, eval_growth=0.05, exhaustive_max=11, n_test=2048,
+                curve_points=60, dtype="float32")
 
 
-def ch6_length(name: str, N: int) -> int:
-    """The length a target is trained at for grid value N (MAJORITY needs odd N: N or N+1)."""
-    return N + 1 if name == "MAJORITY" and N % 2 == 0 else N
-
-
-def ch6_configs(Ns, seeds, steps, batch, exhaustive_max, n_test, n_profile, dtype="float32",
-                targets=CH6_TARGETS, protocol: Protocol | None = None) -> list:
+def ch6_configs(Ns, seeds, budget, batch, lr, targets=CH6_TARGETS, **evaluation) -> list:
     """The configurations of chapter 6: one per (target, N), ``seeds`` models each."""
-    pr = (protocol or Protocol()).replace(steps=int(steps), batch=int(batch))
-    return [dict(target=t, N=ch6_length(t, N), seeds=list(range(int(seeds))), protocol=pr.to_dict(),
-                 exhaustive_max=int(exhaustive_max), n_test=int(n_test), n_profile=int(n_profile),
-                 dtype=dtype)
-            for N in Ns for t in targets]
+    ev = {**CH6_EVAL, **evaluation}
+    pr = Protocol(steps=int(budget), batch=int(batch), lr=float(lr)).to_dict()
+    return [dict(target=t, N=int(N), seeds=list(range(int(seeds))), protocol=pr, **ev)
+            for t in targets for N in Ns]
 
 
 def ch6_sweep(scale: str, **overrides):
     """Chapter 6's sweep at a scale (``CH6_SIZES``; ``overrides`` change single sizes)."""
+    from .scale import _check
     from .sweep import Sweep
 
-    if scale not in CH6_SIZES:
-        raise ValueError(f"scale={scale!r} is not a scale; allowed: {', '.join(CH6_SIZES)}")
-    sizes = {**CH6_SIZES[scale], **overrides}
+    sizes = {**CH6_SIZES[_check(scale, "scale")], **overrides}
     return Sweep("ch6.training", ch6_configs(**sizes), "sensbook.train:run_config")
 
 
+#: Steps a configuration runs (until its slowest seed learns, at most the budget),
+#: log2(steps) = a + b N, per target: a rough fit to measured ci and book runs, used only to
+#: predict cost (other targets are predicted at the full budget).
+_COST_STEPS = {"PARITY": (5.1, 0.6), "FIRST": (4.9, 0.07), "MAJORITY": (4.0, 0.15)}
+
+
 def ch6_cost(config: dict) -> float:
-    """Predicted seconds of one chapter-6 configuration on the reference machine: training
-    (seeds x steps x batch strings, each N+1 positions) plus evaluation (fitted on ci runs)."""
-    pr = config["protocol"]
-    width = pr["D"] ** 2 * pr["L"]
-    train = len(config["seeds"]) * pr["steps"] * pr["batch"] * (config["N"] + 1) * width
-    evals = len(config["seeds"]) * min(2 ** config["N"], config["n_profile"] * (config["N"] + 1)) \
-        * (config["N"] + 1) * width
-    return 2.0 + 1.5e-8 * train + 2e-9 * evals
+    """Predicted CPU-seconds (one thread) of one configuration: steps x (a per-step overhead
+    + seeds x batch x (N+1) positions) plus the accuracy checks (seeds x strings x (N+1)),
+    with the steps from ``_COST_STEPS``; constants fitted on measured ci runs."""
+    pr, N, P = config["protocol"], config["N"], len(config["seeds"])
+    a, b = _COST_STEPS.get(config["target"], (math.log2(pr["steps"]), 0.0))
+    steps = min(pr["steps"], 2 ** (a + b * N))
+    checks = sum(1 for s in eval_schedule(pr["steps"], config["eval_every"], config["eval_growth"])
+                 if s <= steps)
+    strings = 2**N if N <= config["exhaustive_max"] else config["n_test"]
+    return 0.05 + steps * (8e-3 + 3e-6 * P * pr["batch"] * (N + 1)) \
+        + 1.5e-6 * checks * P * strings * (N + 1)
 
 
 register(Experiment("ch6.training", lambda scale: ch6_sweep(scale).configs,
                     "sensbook.train:run_config", ch6_cost,
-                    doc="training each target at each N, several seeds (chapter 6)"))
+                    doc="steps to learn each target at each N, several seeds (chapter 6)"))
 
 
-def reference_distance(target_fractions) -> float:
-    """R(f) = 1 - K_0(f)/2^N: the profile distance (TV) from target f to a constant function.
-
-    The book's thresholds are halfway points between the target and a constant function (the
-    low-sensitivity default): a model has *learned* f when its accuracy exceeds 1 - R/2 (what
-    a function gets that is right on all of f's zero-sensitivity strings and at chance on the
-    others) and its profile is within R/2 of f's.
-    """
-    return 1.0 - float(np.asarray(target_fractions)[0])
-
-
-def analyse(config: dict, result: dict, z: float = 3.0) -> dict:
-    """Per-seed numbers of one cell, with z-standard-error margins for sampled estimates.
-
-    Returns arrays over seeds: ``accuracy``, ``acc_se`` (binomial, 0 when exhaustive),
-    ``tv``, ``tv_margin`` (z/2 sum_k stderr_k, 0 when exact), ``avg_sens``, ``avg_sens_se``,
-    ``k0_frac`` (K_0/2^N or its estimate), ``k0_witnessed`` (a zero-sensitivity string was
-    found), ``learned`` (the criterion of :func:`reference_distance`, on point estimates), and
-    the target's ``R``, ``target_avg_sens``, ``target_k0_frac``.
-    """
-    N = int(config["N"])
-    a = result["after"]
-    acc = np.asarray(result["accuracy"])
-    n_acc = result["accuracy_strings"]
-    exact_acc = n_acc == 2**N
-    acc_se = np.zeros_like(acc) if exact_acc else np.sqrt(acc * (1 - acc) / n_acc)
-    frac, se = np.asarray(a["fractions"]), np.asarray(a["stderr"])
-    tfrac = np.asarray(result["target_fractions"])
-    k = np.arange(N + 1)
-    n_complete = np.asarray(a["counts"]).sum(-1)
-    avg = (frac * k).sum(-1) / np.maximum(frac.sum(-1), 1e-300)
-    var = (frac * k**2).sum(-1) / np.maximum(frac.sum(-1), 1e-300) - avg**2
-    avg_se = np.zeros_like(avg) if a["exact"] else np.sqrt(np.maximum(var, 0) / np.maximum(n_complete, 1))
-    R = reference_distance(tfrac)
-    tv = np.asarray(result["tv_after"])
-    learned = (acc > 1 - R / 2) & (tv < R / 2)
-    return dict(N=N, target=config["target"], name=result["name"], seeds=len(acc), accuracy=acc,
-                acc_se=acc_se, tv=tv, tv_margin=z / 2 * se.sum(-1), tv_before=np.asarray(result["tv_before"]),
-                avg_sens=avg, avg_sens_se=avg_se, k0_frac=frac[:, 0],
-                k0_frac_before=np.asarray(result["before"]["fractions"])[:, 0],
-                k0_witnessed=np.asarray(a["counts"])[:, 0] > 0, exact=bool(a["exact"]),
-                learned=learned, R=R, target_avg_sens=float((tfrac * k).sum()),
-                target_k0_frac=float(tfrac[0]), z=z)
+# ---- chapter 6: analysis ------------------------------------------------------------------
+def ch6_times(configs, results) -> list:
+    """One row per (target, N): the per-seed steps to learn as an array with ``inf`` for
+    censored seeds, the budget, and counts (None results are skipped)."""
+    rows = []
+    for c, r in zip(configs, results):
+        if r is None:
+            continue
+        t = np.array([np.inf if s is None else s for s in r["steps"]], dtype=float)
+        rows.append(dict(target=c["target"], name=r["name"], N=int(c["N"]), steps=t,
+                         budget=int(r["budget"]), learned=int(np.isfinite(t).sum()),
+                         seeds=len(t), steps_run=int(r["steps_run"]),
+                         curve_steps=np.asarray(r["curve_steps"]), curve=np.asarray(r["curve"])))
+    return rows
 
 
-def ch6_rows(sweep, results) -> list:
-    """:func:`analyse` of every finished cell of a chapter-6 sweep (None results skipped)."""
-    return [analyse(c, r) for c, r in zip(sweep.configs, results) if r is not None]
+def plateau_exit(row, drop: float = 0.1) -> np.ndarray:
+    """Per seed, the first logged step at which the window-mean training loss is below
+    log 2 - ``drop`` (log 2 is the loss of the output T = 0, i.e. of a model that has not yet
+    found any signal); ``inf`` if it never is. Resolution: the windows of :func:`curve_schedule`."""
+    below = row["curve"] < math.log(2) - drop                       # (windows, seeds)
+    hit = below.any(0)
+    return np.where(hit, row["curve_steps"][below.argmax(0)], np.inf)
+
+
+def growth_rate(rows, target_name: str, *, n_boot: int = 2000, seed: int = 0,
+                level: float = 0.95) -> dict:
+    """Fitted growth of the steps to learn with N: the least-squares slope b of
+    log2(steps) = a + b N over every seed at every N of ``target_name``, with censored seeds
+    counted at the budget (which understates them), and a bootstrap interval (seeds resampled
+    within each N). Returns ``slope``, ``low``, ``high``, ``censored`` (count) and ``n``."""
+    rs = [r for r in rows if r["target"] == target_name]
+    if len({r["N"] for r in rs}) < 2:
+        raise ValueError(f"target_name={target_name!r}: need at least two lengths, got "
+                         f"{sorted(r['N'] for r in rs)}")
+    Ns = [np.full(r["seeds"], r["N"], dtype=float) for r in rs]
+    ys = [np.log2(np.minimum(r["steps"], r["budget"])) for r in rs]
+    slope = lambda x, y: np.polyfit(x, y, 1)[0]
+    b = slope(np.concatenate(Ns), np.concatenate(ys))
+    rng = np.random.default_rng(seed)
+    boot = [slope(np.concatenate(Ns), np.concatenate([y[rng.integers(0, len(y), len(y))]
+                                                      for y in ys])) for _ in range(n_boot)]
+    lo, hi = np.quantile(boot, [(1 - level) / 2, (1 + level) / 2])
+    return dict(target=target_name, slope=float(b), low=float(lo), high=float(hi),
+                censored=int(sum(np.isinf(r["steps"]).sum() for r in rs)),
+                n=int(sum(r["seeds"] for r in rs)), level=level)
 
 
 def ch6_table(rows) -> str:
-    """The results table as Markdown: one row per (target, N)."""
-    head = ("| target | N | learned | accuracy mean [min, max] | K_0/2^N learned (target) "
-            "| as learned (target) | TV to target: before → after |\n|---|---|---|---|---|---|---|")
-    out = [head]
-    for a in rows:
-        acc = a["accuracy"]
-        out.append(
-            f"| {a['name']} | {a['N']} | {int(a['learned'].sum())}/{a['seeds']} "
-            f"| {acc.mean():.3f} [{acc.min():.3f}, {acc.max():.3f}] "
-            f"| {a['k0_frac'].mean():.3f} ({a['target_k0_frac']:.3f}) "
-            f"| {a['avg_sens'].mean():.2f} ({a['target_avg_sens']:.2f}) "
-            f"| {a['tv_before'].mean():.2f} → {a['tv'].mean():.2f} |")
-    return "\n".join(out)
+    """The results as an HTML table (for ``IPython.display.HTML``): one row per (target, N)."""
+    head = ("target", "N", "learned within budget", "steps to learn: median [min, max]",
+            "budget")
+    cell = lambda v: f"<td>{v}</td>"
+    out = ["<table>", "<thead><tr>" + "".join(f"<th>{h}</th>" for h in head) + "</tr></thead>",
+           "<tbody>"]
+    for r in rows:
+        t = r["steps"]
+        fin = t[np.isfinite(t)]
+        med = np.median(t)          # inf when more than half are censored
+        span = (f"{med:.0f}" if np.isfinite(med) else f"&gt; {r['budget']}") + (
+            f" [{fin.min():.0f}, " + (f"{t.max():.0f}]" if np.isfinite(t.max()) else "censored]")
+            if fin.size else "")
+        out.append("<tr>" + "".join(cell(v) for v in (
+            r["name"], r["N"], f"{r['learned']}/{r['seeds']}", span, r["budget"])) + "</tr>")
+    return "\n".join(out + ["</tbody>", "</table>"])

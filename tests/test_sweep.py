@@ -179,8 +179,7 @@ def test_workers_are_spread_over_devices(tmp_path):
 
 def test_real_runner_results_round_trip(tmp_path):
     pr = sb.Protocol(D=8, L=1, H=2, steps=5, batch=8)
-    c = dict(target="FIRST", N=4, seeds=[0, 1], protocol=pr.to_dict(), exhaustive_max=10,
-             n_test=64, n_profile=16, dtype="float32")
+    c = dict(target="FIRST", N=5, seeds=[0, 1], protocol=pr.to_dict(), **sb.CH6_EVAL)
     s = sb.Sweep("real", [c], "sensbook.train:run_config")
     (r,), _ = sb.run_sweep(s, tmp_path, progress=False)
     (r2,), stats = sb.run_sweep(s, tmp_path, progress=False)

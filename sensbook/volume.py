@@ -29,7 +29,10 @@ from .scale import progress as _progress
 
 __all__ = ["perturb", "Agreement", "agreement", "basin_curve", "critical_sigma", "fit_power",
            "affine_class", "table_ids", "ids_to_tables", "wilson_interval",
-           "parameter_function_map", "census_from_ids", "FunctionCensus", "theorem45_bound"]
+           "parameter_function_map", "census_from_ids", "FunctionCensus", "theorem45_bound",
+           "CH5_SIZES", "K0_ARCHS", "K0_MARGIN", "K0_N0", "PF_ARCH", "PF_NS", "ch5_sizes",
+           "basin_lengths", "basin_sigmas", "basin_one", "basin_arrays", "k0_fixed_models",
+           "k0_growth_one", "k0_merge", "pf_map_one", "pf_merge"]
 
 NOISE = ("uniform", "gaussian")
 
@@ -281,11 +284,12 @@ class FunctionCensus:
 def parameter_function_map(N: int, n_models: int, *, D: int = 8, L: int = 2, H: int = 1,
                            F: int | None = None, init: str = "uniform", scale: float = 1.0,
                            eps: float = 0.0, margin: float = 0.0, batch: int = 4096,
-                           seed: int = 0, progress: bool = True) -> FunctionCensus:
+                           seed: int = 0, progress: bool = True,
+                           device=None) -> FunctionCensus:
     """Sample ``n_models`` random transformers and count the Boolean function each computes.
 
     Populations of ``batch`` models (seeds seed, seed+1, ...) are evaluated together on all 2^N
-    strings (N <= 5). This is the parameter-function map of Valle-Pérez et al. (2019) for
+    strings (N <= 5), on ``device`` (default the CPU). This is the parameter-function map of Valle-Pérez et al. (2019) for
     the recognizer of :mod:`sensbook.model`: P(f) = Pr_theta[model(theta) computes f].
     """
     N = check_n(N, maximum=5)
@@ -295,7 +299,8 @@ def parameter_function_map(N: int, n_models: int, *, D: int = 8, L: int = 2, H: 
     starts = list(range(0, n_models, batch))
     for j, a in enumerate(_progress(starts, desc=f"P(f) N={N}", disable=not progress)):
         P = min(batch, n_models - a)
-        model = Recognizer.random(P, D, L, H, F, eps, init=init, scale=scale, seed=seed + j)
+        model = Recognizer.random(P, D, L, H, F, eps, init=init, scale=scale, seed=seed + j,
+                                  device=device)
         tab = truth_table(model, N, margin=margin, progress=False)
         ids.append(table_ids(tab))
     return census_from_ids(torch.cat(ids), N)
@@ -309,3 +314,271 @@ def census_from_ids(ids, N: int) -> FunctionCensus:
     und = int((ids < 0).sum())
     u, c = np.unique(ids[ids >= 0], return_counts=True)
     return FunctionCensus(check_n(N, maximum=5), len(ids), u, c, und)
+
+
+# ---- chapter 5's experiments ----------------------------------------------------------------
+# Sizes per scale in one place; the chapters print them. ``book`` fits chapter 5's budget of
+# 420 CPU-seconds (one thread) for all four experiments; ``paper`` is for a GPU.
+
+CH5_SIZES = {
+    "exact": dict(ci=dict(N_exh=10, N_big=100, n_big=500),
+                  book=dict(N_exh=14, N_big=300, n_big=2000),
+                  paper=dict(N_exh=18, N_big=1000, n_big=10_000)),
+    "basin": dict(ci=dict(Ns=[4, 6, 8, 10], n_sigma=13, P=24, max_strings=1024),
+                  book=dict(Ns=[4, 6, 8, 10, 12], n_sigma=13, P=40, max_strings=1024),
+                  paper=dict(Ns=[4, 6, 8, 10, 12, 14, 16, 20], n_sigma=25, P=256,
+                             max_strings=16384)),
+    "k0": dict(ci=dict(P=32, block=32, Ns=[4, 6, 8, 10], sampled=[16], n_samples=48),
+               book=dict(P=96, block=48, Ns=[4, 6, 8, 10, 12, 14], sampled=[20, 28],
+                         n_samples=128),
+               paper=dict(P=512, block=32, Ns=[4, 6, 8, 10, 12, 14, 16, 18, 20],
+                          sampled=[32, 64, 128], n_samples=1024)),
+    "pf": dict(ci=dict(n_models=16384, chunk=16384), book=dict(n_models=49152, chunk=16384),
+               paper=dict(n_models=4_915_200, chunk=163_840)),
+}
+#: The random populations of the K_0 census: (D, L); all but (8, 1) have D >= 10 L + 2.
+K0_ARCHS = [(8, 1), (16, 1), (24, 2), (32, 2)]
+K0_MARGIN, K0_N0 = 0.01, 4          # margin of the census; the length that fixes the models
+PF_ARCH, PF_NS, PF_BATCH = (8, 2), [3, 4, 5], 4096
+BASIN_NOISE = ("uniform", "gaussian")
+
+
+def ch5_sizes(what: str, scale: str | None = None) -> dict:
+    """The sizes of chapter 5's experiment ``what`` (exact, basin, k0, pf) at ``scale``."""
+    from .scale import _check, scale as current
+
+    if what not in CH5_SIZES:
+        raise ValueError(f"what={what!r} is unknown; allowed: {', '.join(CH5_SIZES)}")
+    return dict(CH5_SIZES[what][_check(current() if scale is None else scale, "scale")])
+
+
+def basin_lengths(name: str, scale: str | None = None) -> list:
+    """The lengths of the basin experiment for one construction (odd ones for MAJORITY)."""
+    return [N + (name == "MAJORITY") for N in ch5_sizes("basin", scale)["Ns"]]
+
+
+def basin_sigmas(scale: str | None = None) -> np.ndarray:
+    """The sigma grid of the basin experiment: log-spaced on [1e-4, 1]."""
+    return np.logspace(-4, 0, ch5_sizes("basin", scale)["n_sigma"])
+
+
+def _exact_configs(scale):
+    s = ch5_sizes("exact", scale)
+    out = []
+    for name in ("PARITY", "FIRST", "MAJORITY"):
+        out += [dict(name=name, N=N, n_samples=None) for N in range(1, s["N_exh"] + 1)
+                if name != "MAJORITY" or N % 2]
+        out.append(dict(name=name, N=s["N_big"] + (name == "MAJORITY"),
+                        n_samples=s["n_big"], seed=0))
+    return out
+
+
+# seconds per (string x position) of a float64 forward pass, and per (model x string x
+# position) of a float32 population, fitted on ci runs (``sensbook calibrate ch5``).
+_UNIT = {"PARITY": 1.6e-6, "FIRST": 1.0e-6, "MAJORITY": 0.25e-6}
+
+
+def _exact_cost(c):
+    n = 2 ** c["N"] if c["n_samples"] is None else c["n_samples"]
+    return 0.02 + 2.0 * _UNIT[c["name"]] * n * (c["N"] + 1) * (1 + (c["N"] + 1) / 256)
+
+
+def _basin_configs(scale):
+    s = ch5_sizes("basin", scale)
+    sig = [float(v) for v in basin_sigmas(scale)]
+    return [dict(name=name, kind=kind, N=N, sigmas=sig, P=s["P"], seed=N,
+                 n_samples=None if 2**N <= s["max_strings"] else s["max_strings"])
+            for kind in BASIN_NOISE for name in ("PARITY", "FIRST", "MAJORITY")
+            for N in basin_lengths(name, scale)]
+
+
+def _basin_cost(c):
+    n = 2 ** c["N"] if c["n_samples"] is None else c["n_samples"]
+    return 0.05 + _UNIT[c["name"]] * len(c["sigmas"]) * c["P"] * n * (c["N"] + 1)
+
+
+def _nan_to_none(a):
+    return [None if not math.isfinite(v) else float(v) for v in np.asarray(a, float).ravel()]
+
+
+def basin_one(config: dict) -> dict:
+    """Experiment ``ch5.basin``: :func:`basin_curve` of one construction at one N and noise law.
+
+    ``config``: ``name``, ``kind``, ``N``, ``sigmas``, ``P``, ``seed``, ``n_samples`` (None:
+    all 2^N strings). JSON-able result: lists over sigmas; ``errors_by_weight`` is a list of
+    rows of length N+1 with ``None`` for Hamming layers no sampled string fell on.
+    """
+    from .constructions import BUILDERS, target
+    from .scale import device
+
+    model = BUILDERS[config["name"]](device=device())
+    r = basin_curve(model, target(config["name"]), config["N"], config["sigmas"], config["P"],
+                    kind=config["kind"], n_samples=config["n_samples"], seed=config["seed"],
+                    progress=False)
+    return {"p_exact": r["p_exact"].tolist(), "accuracy": r["accuracy"].tolist(),
+            "accuracy_sd": r["accuracy_sd"].tolist(),
+            "errors_by_weight": [_nan_to_none(row) for row in r["errors_by_weight"]]}
+
+
+def basin_arrays(result: dict) -> dict:
+    """A stored :func:`basin_one` result as numpy arrays (``None`` back to NaN), plus ``se``."""
+    out = {k: np.array(v, dtype=float) for k, v in result.items() if k != "errors_by_weight"}
+    out["errors_by_weight"] = np.array([[np.nan if v is None else v for v in row]
+                                        for row in result["errors_by_weight"]], dtype=float)
+    return out
+
+
+def _k0_configs(scale):
+    s = ch5_sizes("k0", scale)
+    out = []
+    for D, L in K0_ARCHS:
+        for a in range(0, s["P"], s["block"]):
+            base = dict(D=D, L=L, P=s["P"], seed=100 * D + L, margin=K0_MARGIN, N0=K0_N0,
+                        members=[a, min(a + s["block"], s["P"])])
+            out += [dict(base, N=N, n_samples=None) for N in s["Ns"]]
+            out += [dict(base, N=N, n_samples=s["n_samples"]) for N in s["sampled"]]
+    return out
+
+
+# Fraction of a population that is complete and non-constant at N0 (measured on the book's
+# populations, about 0.4) and seconds per (model x string x position) by depth L.
+_K0_KEEP, _K0_UNIT = 0.45, {1: 0.45e-6, 2: 2.2e-6}
+
+
+def _k0_cost(c):
+    N, n = c["N"], c["n_samples"]
+    evals = 2**N if n is None else n * (N + 1)
+    models = _K0_KEEP * (c["members"][1] - c["members"][0])
+    return 0.1 + _K0_UNIT[c["L"]] * models * evals * (N + 1) * (1 + (N + 1) / 128)
+
+
+def k0_fixed_models(config: dict, model: Recognizer | None = None) -> list:
+    """The fixed models of a K_0 block: members (population indices) that are decided on every
+    string and non-constant at length ``N0`` (one definition, chosen once for every N)."""
+    a, b = config["members"]
+    if model is None:
+        model = Recognizer.random(config["P"], config["D"], config["L"],
+                                  seed=config["seed"]).select(slice(a, b))
+    from .profile import sensitivity_profile
+
+    pr = sensitivity_profile(model, config["N0"], margin=config["margin"], progress=False)
+    keep = (pr.complete & ~pr.is_constant).cpu()
+    return [a + int(i) for i in torch.nonzero(keep).flatten()]
+
+
+@torch.no_grad()
+def k0_growth_one(config: dict) -> dict:
+    """Experiment ``ch5.k0_growth``: profiles at length ``N`` of one block of a fixed set.
+
+    ``config``: ``D``, ``L``, ``P`` and ``seed`` (the population ``Recognizer.random(P, D, L,
+    seed=seed)``), ``members`` [a, b) (the block), ``margin``, ``N0`` (see
+    :func:`k0_fixed_models`), ``N`` and ``n_samples`` (None: exhaustive; else that many uniform
+    strings, seed N, the same for every model). Per fixed model: ``counts`` (complete strings
+    by sensitivity), ``unknown`` (undecided, non-finite or incomplete strings, never counted as
+    a class), ``constant`` (complete and constant at N); and ``n_strings``, ``exact``.
+    Blocks of one population merge exactly (concatenate in order of ``members``).
+    """
+    from .profile import sensitivity_profile
+    from .scale import device
+
+    a, b = config["members"]
+    pop = Recognizer.random(config["P"], config["D"], config["L"], seed=config["seed"])
+    block = pop.select(slice(a, b))
+    fixed = k0_fixed_models(config, block)
+    out = {"members": fixed, "n_strings": 2 ** config["N"] if config["n_samples"] is None
+           else int(config["n_samples"]), "exact": config["n_samples"] is None,
+           "counts": [], "unknown": [], "constant": []}
+    if not fixed:
+        return out
+    sub = pop.select(fixed).to(device())
+    pr = sensitivity_profile(sub, config["N"], margin=config["margin"],
+                             n_samples=config["n_samples"], seed=config["N"], progress=False)
+    out["counts"] = pr.counts.cpu().tolist()
+    out["unknown"] = (pr.undecided + pr.nonfinite + pr.incomplete).cpu().tolist()
+    out["constant"] = pr.is_constant.cpu().tolist()
+    return out
+
+
+def k0_merge(configs, results) -> dict:
+    """Merge :func:`k0_growth_one` results by (D, L, N): the fixed models of every block in
+    order, with numpy arrays ``members``, ``k0`` (K_0/2^N over all strings, or its sampled
+    estimate), ``unknown`` (fraction of strings with undecided or incomplete sensitivity),
+    ``constant``; and ``exact``, ``n_strings``."""
+    merged = {}
+    for c, r in sorted(zip(configs, results), key=lambda cr: cr[0]["members"][0]):
+        m = merged.setdefault((c["D"], c["L"], c["N"]), {"members": [], "counts": [],
+                                                         "unknown": [], "constant": [],
+                                                         "exact": r["exact"],
+                                                         "n_strings": r["n_strings"]})
+        for k in ("members", "counts", "unknown", "constant"):
+            m[k] += r[k]
+    out = {}
+    for key_, m in merged.items():
+        n = m["n_strings"]
+        counts = np.array(m["counts"], dtype=float).reshape(len(m["members"]), -1)
+        out[key_] = {"members": np.array(m["members"], dtype=int), "exact": m["exact"],
+                     "n_strings": n, "k0": counts[:, 0] / n if len(counts) else np.zeros(0),
+                     "unknown": np.array(m["unknown"], dtype=float) / n,
+                     "constant": np.array(m["constant"], dtype=bool)}
+    return out
+
+
+def _pf_configs(scale):
+    s = ch5_sizes("pf", scale)
+    if s["chunk"] % PF_BATCH or s["n_models"] % s["chunk"]:
+        raise ValueError("pf sizes: chunk must divide n_models and be a multiple of the batch")
+    D, L = PF_ARCH
+    per = s["chunk"] // PF_BATCH
+    return [dict(N=N, D=D, L=L, n_models=s["chunk"], seed=1000 * N + j * per, batch=PF_BATCH)
+            for N in PF_NS for j in range(s["n_models"] // s["chunk"])]
+
+
+def _pf_cost(c):
+    return 0.1 + 1.6e-6 * c["n_models"] * 2 ** c["N"] * (c["N"] + 1)
+
+
+def pf_map_one(config: dict) -> dict:
+    """Experiment ``ch5.pf_map``: :func:`parameter_function_map` of one chunk of models.
+
+    Chunks with seeds ``seed0 + j * (chunk / batch)`` merge exactly (:func:`pf_merge`) into
+    ``parameter_function_map(N, total, seed=seed0)``."""
+    from .scale import device
+
+    c = parameter_function_map(config["N"], config["n_models"], D=config["D"], L=config["L"],
+                               batch=config["batch"], seed=config["seed"], progress=False,
+                               device=device())
+    return {"ids": c.ids.tolist(), "counts": c.counts.tolist(), "n_undecided": c.n_undecided,
+            "n_models": c.n_models}
+
+
+def pf_merge(configs, results) -> dict:
+    """Merge :func:`pf_map_one` chunks into one :class:`FunctionCensus` per N."""
+    acc = {}
+    for c, r in zip(configs, results):
+        a = acc.setdefault(c["N"], {"counts": {}, "und": 0, "n": 0})
+        for i, k in zip(r["ids"], r["counts"]):
+            a["counts"][i] = a["counts"].get(i, 0) + k
+        a["und"] += r["n_undecided"]
+        a["n"] += r["n_models"]
+    out = {}
+    for N, a in sorted(acc.items()):
+        ids = np.array(sorted(a["counts"]), dtype=np.int64)
+        out[N] = FunctionCensus(N, a["n"], ids,
+                                np.array([a["counts"][i] for i in ids], dtype=np.int64), a["und"])
+    return out
+
+
+def _register():
+    from .experiments import Experiment, register
+
+    register(Experiment("ch5.exact", _exact_configs, "sensbook.constructions:exact_check",
+                        _exact_cost, doc="the constructions on every string / at large N"))
+    register(Experiment("ch5.basin", _basin_configs, "sensbook.volume:basin_one", _basin_cost,
+                        doc="perturbed constructions: P(exact), accuracy per sigma"))
+    register(Experiment("ch5.k0_growth", _k0_configs, "sensbook.volume:k0_growth_one",
+                        _k0_cost, doc="K_0(N) of a fixed set of random models"))
+    register(Experiment("ch5.pf_map", _pf_configs, "sensbook.volume:pf_map_one", _pf_cost,
+                        doc="the parameter-function map P(f) at N = 3, 4, 5"))
+
+
+_register()

@@ -24,7 +24,7 @@ import torch
 
 from .boolean import check_n, index_to_strings, strings
 from .model import Recognizer
-from .profile import classify, truth_table
+from .profile import classify, profile_from_table, truth_table
 from .scale import progress as _progress
 
 __all__ = ["perturb", "Agreement", "agreement", "basin_curve", "critical_sigma", "fit_power",
@@ -475,7 +475,8 @@ def k0_growth_one(config: dict) -> dict:
     :func:`k0_fixed_models`), ``N`` and ``n_samples`` (None: exhaustive; else that many uniform
     strings, seed N, the same for every model). Per fixed model: ``counts`` (complete strings
     by sensitivity), ``unknown`` (undecided, non-finite or incomplete strings, never counted as
-    a class), ``constant`` (complete and constant at N); and ``n_strings``, ``exact``.
+    a class), ``constant`` (complete and constant at N); when exhaustive also ``affine`` and
+    ``reads_x1`` (:func:`affine_class` of the truth table); and ``n_strings``, ``exact``.
     Blocks of one population merge exactly (concatenate in order of ``members``).
     """
     from .profile import sensitivity_profile
@@ -491,8 +492,15 @@ def k0_growth_one(config: dict) -> dict:
     if not fixed:
         return out
     sub = pop.select(fixed).to(device())
-    pr = sensitivity_profile(sub, config["N"], margin=config["margin"],
-                             n_samples=config["n_samples"], seed=config["N"], progress=False)
+    if config["n_samples"] is None:
+        table = truth_table(sub, config["N"], margin=config["margin"], progress=False).cpu()
+        pr = profile_from_table(table)
+        m, S = affine_class(table)
+        out["affine"], out["reads_x1"] = m.tolist(), S[:, 0].tolist()
+    else:
+        pr = sensitivity_profile(sub, config["N"], margin=config["margin"],
+                                 n_samples=config["n_samples"], seed=config["N"],
+                                 progress=False)
     out["counts"] = pr.counts.cpu().tolist()
     out["unknown"] = (pr.undecided + pr.nonfinite + pr.incomplete).cpu().tolist()
     out["constant"] = pr.is_constant.cpu().tolist()
@@ -501,17 +509,19 @@ def k0_growth_one(config: dict) -> dict:
 
 def k0_merge(configs, results) -> dict:
     """Merge :func:`k0_growth_one` results by (D, L, N): the fixed models of every block in
-    order, with numpy arrays ``members``, ``k0`` (K_0/2^N over all strings, or its sampled
-    estimate), ``unknown`` (fraction of strings with undecided or incomplete sensitivity),
-    ``constant``; and ``exact``, ``n_strings``."""
+    order, with numpy arrays ``members``, ``counts``, ``k0`` (K_0/2^N over all strings, or its
+    sampled estimate), ``unknown`` (fraction of strings with undecided or incomplete
+    sensitivity), ``constant``, ``affine`` and ``reads_x1`` (exhaustive only, else None); and
+    ``exact``, ``n_strings``."""
     merged = {}
     for c, r in sorted(zip(configs, results), key=lambda cr: cr[0]["members"][0]):
         m = merged.setdefault((c["D"], c["L"], c["N"]), {"members": [], "counts": [],
                                                          "unknown": [], "constant": [],
                                                          "exact": r["exact"],
                                                          "n_strings": r["n_strings"]})
-        for k in ("members", "counts", "unknown", "constant"):
-            m[k] += r[k]
+        for k in ("members", "counts", "unknown", "constant", "affine", "reads_x1"):
+            m.setdefault(k, [])
+            m[k] += r.get(k, [])
     out = {}
     for key_, m in merged.items():
         n = m["n_strings"]
@@ -519,7 +529,10 @@ def k0_merge(configs, results) -> dict:
         out[key_] = {"members": np.array(m["members"], dtype=int), "exact": m["exact"],
                      "n_strings": n, "k0": counts[:, 0] / n if len(counts) else np.zeros(0),
                      "unknown": np.array(m["unknown"], dtype=float) / n,
-                     "constant": np.array(m["constant"], dtype=bool)}
+                     "constant": np.array(m["constant"], dtype=bool),
+                     "counts": counts.astype(np.int64),
+                     "affine": np.array(m["affine"], dtype=int) if m["exact"] else None,
+                     "reads_x1": np.array(m["reads_x1"], dtype=bool) if m["exact"] else None}
     return out
 
 

@@ -31,7 +31,7 @@ __all__ = ["perturb", "Agreement", "agreement", "basin_curve", "critical_sigma",
            "affine_class", "table_ids", "ids_to_tables", "wilson_interval",
            "parameter_function_map", "census_from_ids", "FunctionCensus", "theorem45_bound",
            "CH5_SIZES", "K0_ARCHS", "K0_MARGIN", "K0_N0", "PF_ARCH", "PF_NS", "ch5_sizes",
-           "basin_lengths", "basin_sigmas", "basin_one", "basin_arrays", "k0_fixed_models",
+           "basin_lengths", "basin_sigmas", "basin_one", "basin_arrays", "basin_merge", "k0_fixed_models",
            "k0_growth_one", "k0_merge", "pf_map_one", "pf_merge"]
 
 NOISE = ("uniform", "gaussian")
@@ -128,19 +128,22 @@ def agreement(model, f, N: int, *, margin: float = 0.0, n_samples: int | None = 
 
 
 def basin_curve(model, f, N, sigmas, P, *, kind="uniform", margin=0.0, n_samples=None, seed=0,
-                dtype=torch.float32, progress=True):
+                dtype=torch.float32, progress=True, first_index=0):
     """Exact-recognition probability and mean accuracy of perturbed copies, per sigma.
 
     Returns a dict of numpy arrays over ``sigmas``: ``p_exact`` (fraction of the P perturbed
     models that recognise f exactly), ``se`` (its binomial standard error), ``accuracy`` (mean
     accuracy), ``errors_by_weight`` (len(sigmas), N+1: mean error fraction per Hamming layer).
+    The perturbation at ``sigmas[i]`` is drawn with seed ``seed + 7919 (first_index + i)``, so
+    a grid split into pieces (``first_index`` = the piece's offset) gives the same curve.
     """
     sig = np.asarray(sigmas, dtype=float)
     if sig.ndim != 1 or not len(sig) or (sig < 0).any():
         raise ValueError("sigmas must be a non-empty 1-D sequence of numbers >= 0")
     out = {k: [] for k in ("p_exact", "accuracy", "accuracy_sd", "errors_by_weight")}
     for i, s in enumerate(_progress(sig, desc=f"basin N={N}", disable=not progress)):
-        pop = perturb(model, float(s), P, kind=kind, seed=seed + 7919 * i, dtype=dtype)
+        pop = perturb(model, float(s), P, kind=kind, seed=seed + 7919 * (first_index + i),
+                      dtype=dtype)
         ag = agreement(pop, f, N, margin=margin, n_samples=n_samples, seed=seed)
         out["p_exact"].append(ag.exact.double().mean().item())
         out["accuracy"].append(ag.accuracy.mean().item())
@@ -324,12 +327,13 @@ CH5_SIZES = {
     "exact": dict(ci=dict(N_exh=10, N_big=100, n_big=500),
                   book=dict(N_exh=14, N_big=300, n_big=2000),
                   paper=dict(N_exh=18, N_big=1000, n_big=10_000)),
-    "basin": dict(ci=dict(Ns=[4, 6, 8, 10], n_sigma=13, P=24, max_strings=1024),
-                  book=dict(Ns=[4, 6, 8, 10, 12], n_sigma=13, P=40, max_strings=1024),
+    "basin": dict(ci=dict(Ns=[4, 6, 8, 10], n_sigma=13, P=24, max_strings=1024, chunk=13),
+                  book=dict(Ns=[4, 6, 8, 10, 12], n_sigma=13, P=40, max_strings=1024,
+                            chunk=13),
                   paper=dict(Ns=[4, 6, 8, 10, 12, 14, 16, 20], n_sigma=25, P=256,
-                             max_strings=16384)),
+                             max_strings=16384, chunk=5)),
     "k0": dict(ci=dict(P=32, block=32, Ns=[4, 6, 8, 10], sampled=[16], n_samples=48),
-               book=dict(P=96, block=48, Ns=[4, 6, 8, 10, 12, 14], sampled=[20, 28],
+               book=dict(P=96, block=48, Ns=[4, 6, 8, 10, 12, 14, 16], sampled=[20, 28],
                          n_samples=128),
                paper=dict(P=512, block=32, Ns=[4, 6, 8, 10, 12, 14, 16, 18, 20],
                           sampled=[32, 64, 128], n_samples=1024)),
@@ -375,21 +379,21 @@ def _exact_configs(scale):
 
 # seconds per (string x position) of a float64 forward pass, and per (model x string x
 # position) of a float32 population, fitted on ci runs (``sensbook calibrate ch5``).
-_UNIT = {"PARITY": 1.6e-6, "FIRST": 1.0e-6, "MAJORITY": 0.25e-6}
+_UNIT = {"PARITY": 1.25e-6, "FIRST": 0.8e-6, "MAJORITY": 0.2e-6}
 
 
 def _exact_cost(c):
     n = 2 ** c["N"] if c["n_samples"] is None else c["n_samples"]
-    return 0.02 + 2.0 * _UNIT[c["name"]] * n * (c["N"] + 1) * (1 + (c["N"] + 1) / 256)
+    return 0.02 + 0.8 * _UNIT[c["name"]] * n * (c["N"] + 1) * (1 + (c["N"] + 1) / 256)
 
 
 def _basin_configs(scale):
     s = ch5_sizes("basin", scale)
     sig = [float(v) for v in basin_sigmas(scale)]
-    return [dict(name=name, kind=kind, N=N, sigmas=sig, P=s["P"], seed=N,
-                 n_samples=None if 2**N <= s["max_strings"] else s["max_strings"])
+    return [dict(name=name, kind=kind, N=N, sigmas=sig[a:a + s["chunk"]], first=a, P=s["P"],
+                 seed=N, n_samples=None if 2**N <= s["max_strings"] else s["max_strings"])
             for kind in BASIN_NOISE for name in ("PARITY", "FIRST", "MAJORITY")
-            for N in basin_lengths(name, scale)]
+            for N in basin_lengths(name, scale) for a in range(0, len(sig), s["chunk"])]
 
 
 def _basin_cost(c):
@@ -404,9 +408,10 @@ def _nan_to_none(a):
 def basin_one(config: dict) -> dict:
     """Experiment ``ch5.basin``: :func:`basin_curve` of one construction at one N and noise law.
 
-    ``config``: ``name``, ``kind``, ``N``, ``sigmas``, ``P``, ``seed``, ``n_samples`` (None:
-    all 2^N strings). JSON-able result: lists over sigmas; ``errors_by_weight`` is a list of
-    rows of length N+1 with ``None`` for Hamming layers no sampled string fell on.
+    ``config``: ``name``, ``kind``, ``N``, ``sigmas`` (a piece of the grid starting at index
+    ``first``), ``P``, ``seed``, ``n_samples`` (None: all 2^N strings). JSON-able result:
+    lists over sigmas; ``errors_by_weight`` is a list of rows of length N+1 with ``None`` for
+    Hamming layers no sampled string fell on. Pieces merge exactly (:func:`basin_merge`).
     """
     from .constructions import BUILDERS, target
     from .scale import device
@@ -414,10 +419,27 @@ def basin_one(config: dict) -> dict:
     model = BUILDERS[config["name"]](device=device())
     r = basin_curve(model, target(config["name"]), config["N"], config["sigmas"], config["P"],
                     kind=config["kind"], n_samples=config["n_samples"], seed=config["seed"],
-                    progress=False)
+                    progress=False, first_index=config.get("first", 0))
     return {"p_exact": r["p_exact"].tolist(), "accuracy": r["accuracy"].tolist(),
             "accuracy_sd": r["accuracy_sd"].tolist(),
             "errors_by_weight": [_nan_to_none(row) for row in r["errors_by_weight"]]}
+
+
+def basin_merge(configs, results) -> dict:
+    """Merge :func:`basin_one` pieces by (kind, name, N) in grid order: numpy arrays as in
+    :func:`basin_arrays`, plus ``sigmas``."""
+    groups = {}
+    for c, r in sorted(zip(configs, results), key=lambda cr: cr[0].get("first", 0)):
+        g = groups.setdefault((c["kind"], c["name"], c["N"]), {"sigmas": []})
+        g["sigmas"] += list(c["sigmas"])
+        for k, v in r.items():
+            g.setdefault(k, []).extend(v)
+    out = {}
+    for key_, g in groups.items():
+        sig = g.pop("sigmas")
+        out[key_] = basin_arrays(g)
+        out[key_]["sigmas"] = np.array(sig, dtype=float)
+    return out
 
 
 def basin_arrays(result: dict) -> dict:
@@ -442,7 +464,7 @@ def _k0_configs(scale):
 
 # Fraction of a population that is complete and non-constant at N0 (measured on the book's
 # populations, about 0.4) and seconds per (model x string x position) by depth L.
-_K0_KEEP, _K0_UNIT = 0.45, {1: 0.45e-6, 2: 2.2e-6}
+_K0_KEEP, _K0_UNIT = 0.45, {1: 0.25e-6, 2: 1.15e-6}
 
 
 def _k0_cost(c):
@@ -547,7 +569,7 @@ def _pf_configs(scale):
 
 
 def _pf_cost(c):
-    return 0.1 + 1.6e-6 * c["n_models"] * 2 ** c["N"] * (c["N"] + 1)
+    return 0.3 + 1.6e-6 * c["n_models"] * 2 ** c["N"] * (c["N"] + 1)
 
 
 def pf_map_one(config: dict) -> dict:

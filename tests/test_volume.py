@@ -209,3 +209,16 @@ def test_ch5_sizes_reject_unknown_names():
         sb.ch5_sizes("nope")
     with pytest.raises(ValueError, match="scale="):
         sb.ch5_sizes("basin", "huge")
+
+
+def test_basin_pieces_of_the_sigma_grid_merge_exactly():
+    base = dict(name="PARITY", kind="gaussian", N=4, P=5, seed=4, n_samples=None)
+    sig = [1e-3, 1e-2, 0.1]
+    whole = dict(base, sigmas=sig, first=0)
+    parts = [dict(base, sigmas=sig[:2], first=0), dict(base, sigmas=sig[2:], first=2)]
+    a = sb.basin_merge([whole], [sb.volume.basin_one(whole)])["gaussian", "PARITY", 4]
+    b = sb.basin_merge(parts[::-1], [sb.volume.basin_one(c) for c in parts[::-1]])
+    b = b["gaussian", "PARITY", 4]
+    assert np.array_equal(a["sigmas"], sig) and np.array_equal(b["sigmas"], sig)
+    for k in ("p_exact", "accuracy", "accuracy_sd", "errors_by_weight"):
+        assert np.array_equal(a[k], b[k]), k

@@ -47,8 +47,10 @@ def perturb(model: Recognizer, sigma: float, P: int, *, kind: str = "uniform", s
             dtype=None) -> Recognizer:
     """P copies of a single model with every parameter perturbed by independent noise.
 
-    ``kind='uniform'``: uniform on [-sigma, sigma] (an l-infinity ball of radius sigma);
-    ``kind='gaussian'``: N(0, sigma^2). All M parameters are perturbed, the zero ones too.
+    ``kind='uniform'``: uniform on [-sigma, sigma] (an l-infinity ball of radius sigma;
+    standard deviation sigma/sqrt(3)); ``kind='gaussian'``: N(0, sigma^2). All M parameters
+    are perturbed, the zero ones too: token and positional embeddings, attention, feed-forward
+    and readout (the model has no layer-norm gain or bias, so there are none of those).
     """
     if model.P != 1:
         raise ValueError(f"model must hold a single model (P = 1), got P={model.P}")

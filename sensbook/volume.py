@@ -323,7 +323,8 @@ def census_from_ids(ids, N: int) -> FunctionCensus:
 
 # ---- chapter 5's experiments ----------------------------------------------------------------
 # Sizes per scale in one place; the chapters print them. ``book`` fits chapter 5's budget of
-# 420 CPU-seconds (one thread) for all four experiments; ``paper`` is for a GPU.
+# 420 CPU-seconds (one thread) for all four experiments (measured: 310 s on one book run;
+# predicted by the cost models: about 310 s); ``paper`` is for a GPU.
 
 CH5_SIZES = {
     "exact": dict(ci=dict(N_exh=10, N_big=100, n_big=500),
@@ -379,8 +380,9 @@ def _exact_configs(scale):
     return out
 
 
-# seconds per (string x position) of a float64 forward pass, and per (model x string x
-# position) of a float32 population, fitted on ci runs (``sensbook calibrate ch5``).
+# CPU-seconds (one thread) per (string x position) of a float64 forward pass, and per (model
+# x string x position) of a float32 population, fitted on measured ci runs and checked on a
+# book run (basin 65.5 s measured / 66.8 s predicted; ``sensbook calibrate ch5``).
 _UNIT = {"PARITY": 1.25e-6, "FIRST": 0.8e-6, "MAJORITY": 0.2e-6}
 
 
@@ -465,8 +467,9 @@ def _k0_configs(scale):
 
 
 # Fraction of a population that is complete and non-constant at N0 (measured on the book's
-# populations, about 0.4) and seconds per (model x string x position) by depth L.
-_K0_KEEP, _K0_UNIT = 0.45, {1: 0.25e-6, 2: 1.15e-6}
+# populations: 118 of 384) and CPU-seconds per (model x string x position) by depth L
+# (book run: 203 s measured; L = 1 14 s, L = 2 190 s).
+_K0_KEEP, _K0_UNIT = 0.31, {1: 0.12e-6, 2: 1.72e-6}
 
 
 def _k0_cost(c):
@@ -571,7 +574,7 @@ def _pf_configs(scale):
 
 
 def _pf_cost(c):
-    return 0.3 + 1.6e-6 * c["n_models"] * 2 ** c["N"] * (c["N"] + 1)
+    return 0.3 + 2.15e-6 * c["n_models"] * 2 ** c["N"] * (c["N"] + 1)
 
 
 def pf_map_one(config: dict) -> dict:

@@ -31,8 +31,8 @@ __all__ = ["perturb", "Agreement", "agreement", "basin_curve", "critical_sigma",
            "affine_class", "table_ids", "ids_to_tables", "wilson_interval",
            "parameter_function_map", "census_from_ids", "FunctionCensus", "theorem45_bound",
            "CH5_SIZES", "K0_ARCHS", "K0_MARGIN", "K0_N0", "PF_ARCH", "PF_NS", "ch5_sizes",
-           "basin_lengths", "basin_sigmas", "basin_one", "basin_arrays", "basin_merge", "k0_fixed_models",
-           "k0_growth_one", "k0_merge", "pf_map_one", "pf_merge"]
+           "basin_lengths", "basin_sigmas", "basin_one", "basin_arrays", "basin_merge",
+           "k0_fixed_models", "k0_growth_one", "k0_merge", "pf_map_one", "pf_merge"]
 
 NOISE = ("uniform", "gaussian")
 
@@ -294,8 +294,9 @@ def parameter_function_map(N: int, n_models: int, *, D: int = 8, L: int = 2, H: 
     """Sample ``n_models`` random transformers and count the Boolean function each computes.
 
     Populations of ``batch`` models (seeds seed, seed+1, ...) are evaluated together on all 2^N
-    strings (N <= 5), on ``device`` (default the CPU). This is the parameter-function map of Valle-Pérez et al. (2019) for
-    the recognizer of :mod:`sensbook.model`: P(f) = Pr_theta[model(theta) computes f].
+    strings (N <= 5), on ``device`` (default the CPU). This is the parameter-function map of
+    Valle-Pérez et al. (2019) for the recognizer of :mod:`sensbook.model`:
+    P(f) = Pr_theta[model(theta) computes f].
     """
     N = check_n(N, maximum=5)
     n_models = _check_pos_int(n_models, "n_models")

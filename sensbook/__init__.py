@@ -46,6 +46,8 @@ from .train import target as target_function
 from .volume import (Agreement, FunctionCensus, affine_class, agreement, basin_curve,
                      census_from_ids, critical_sigma, fit_power, ids_to_tables,
                      parameter_function_map, perturb, table_ids, theorem45_bound, wilson_interval)
+from .volume import (K0_ARCHS, K0_MARGIN, K0_N0, basin_arrays, basin_lengths, basin_merge,
+                     basin_sigmas, ch5_sizes, k0_merge, pf_merge)
 
 try:                                   # one source of truth for the version: pyproject.toml
     __version__ = _version("sensbook")

@@ -24,12 +24,15 @@ import torch
 
 from .boolean import check_n, index_to_strings, strings
 from .model import Recognizer
-from .profile import classify, truth_table
+from .profile import classify, profile_from_table, truth_table
 from .scale import progress as _progress
 
 __all__ = ["perturb", "Agreement", "agreement", "basin_curve", "critical_sigma", "fit_power",
            "affine_class", "table_ids", "ids_to_tables", "wilson_interval",
-           "parameter_function_map", "census_from_ids", "FunctionCensus", "theorem45_bound"]
+           "parameter_function_map", "census_from_ids", "FunctionCensus", "theorem45_bound",
+           "CH5_SIZES", "K0_ARCHS", "K0_MARGIN", "K0_N0", "PF_ARCH", "PF_NS", "ch5_sizes",
+           "basin_lengths", "basin_sigmas", "basin_one", "basin_arrays", "basin_merge",
+           "k0_fixed_models", "k0_growth_one", "k0_merge", "pf_map_one", "pf_merge"]
 
 NOISE = ("uniform", "gaussian")
 
@@ -44,8 +47,10 @@ def perturb(model: Recognizer, sigma: float, P: int, *, kind: str = "uniform", s
             dtype=None) -> Recognizer:
     """P copies of a single model with every parameter perturbed by independent noise.
 
-    ``kind='uniform'``: uniform on [-sigma, sigma] (an l-infinity ball of radius sigma);
-    ``kind='gaussian'``: N(0, sigma^2). All M parameters are perturbed, the zero ones too.
+    ``kind='uniform'``: uniform on [-sigma, sigma] (an l-infinity ball of radius sigma;
+    standard deviation sigma/sqrt(3)); ``kind='gaussian'``: N(0, sigma^2). All M parameters
+    are perturbed, the zero ones too: token and positional embeddings, attention, feed-forward
+    and readout (the model has no layer-norm gain or bias, so there are none of those).
     """
     if model.P != 1:
         raise ValueError(f"model must hold a single model (P = 1), got P={model.P}")
@@ -125,19 +130,22 @@ def agreement(model, f, N: int, *, margin: float = 0.0, n_samples: int | None = 
 
 
 def basin_curve(model, f, N, sigmas, P, *, kind="uniform", margin=0.0, n_samples=None, seed=0,
-                dtype=torch.float32, progress=True):
+                dtype=torch.float32, progress=True, first_index=0):
     """Exact-recognition probability and mean accuracy of perturbed copies, per sigma.
 
     Returns a dict of numpy arrays over ``sigmas``: ``p_exact`` (fraction of the P perturbed
     models that recognise f exactly), ``se`` (its binomial standard error), ``accuracy`` (mean
     accuracy), ``errors_by_weight`` (len(sigmas), N+1: mean error fraction per Hamming layer).
+    The perturbation at ``sigmas[i]`` is drawn with seed ``seed + 7919 (first_index + i)``, so
+    a grid split into pieces (``first_index`` = the piece's offset) gives the same curve.
     """
     sig = np.asarray(sigmas, dtype=float)
     if sig.ndim != 1 or not len(sig) or (sig < 0).any():
         raise ValueError("sigmas must be a non-empty 1-D sequence of numbers >= 0")
     out = {k: [] for k in ("p_exact", "accuracy", "accuracy_sd", "errors_by_weight")}
     for i, s in enumerate(_progress(sig, desc=f"basin N={N}", disable=not progress)):
-        pop = perturb(model, float(s), P, kind=kind, seed=seed + 7919 * i, dtype=dtype)
+        pop = perturb(model, float(s), P, kind=kind, seed=seed + 7919 * (first_index + i),
+                      dtype=dtype)
         ag = agreement(pop, f, N, margin=margin, n_samples=n_samples, seed=seed)
         out["p_exact"].append(ag.exact.double().mean().item())
         out["accuracy"].append(ag.accuracy.mean().item())
@@ -281,12 +289,14 @@ class FunctionCensus:
 def parameter_function_map(N: int, n_models: int, *, D: int = 8, L: int = 2, H: int = 1,
                            F: int | None = None, init: str = "uniform", scale: float = 1.0,
                            eps: float = 0.0, margin: float = 0.0, batch: int = 4096,
-                           seed: int = 0, progress: bool = True) -> FunctionCensus:
+                           seed: int = 0, progress: bool = True,
+                           device=None) -> FunctionCensus:
     """Sample ``n_models`` random transformers and count the Boolean function each computes.
 
     Populations of ``batch`` models (seeds seed, seed+1, ...) are evaluated together on all 2^N
-    strings (N <= 5). This is the parameter-function map of Valle-Pérez et al. (2019) for
-    the recognizer of :mod:`sensbook.model`: P(f) = Pr_theta[model(theta) computes f].
+    strings (N <= 5), on ``device`` (default the CPU). This is the parameter-function map of
+    Valle-Pérez et al. (2019) for the recognizer of :mod:`sensbook.model`:
+    P(f) = Pr_theta[model(theta) computes f].
     """
     N = check_n(N, maximum=5)
     n_models = _check_pos_int(n_models, "n_models")
@@ -295,7 +305,8 @@ def parameter_function_map(N: int, n_models: int, *, D: int = 8, L: int = 2, H: 
     starts = list(range(0, n_models, batch))
     for j, a in enumerate(_progress(starts, desc=f"P(f) N={N}", disable=not progress)):
         P = min(batch, n_models - a)
-        model = Recognizer.random(P, D, L, H, F, eps, init=init, scale=scale, seed=seed + j)
+        model = Recognizer.random(P, D, L, H, F, eps, init=init, scale=scale, seed=seed + j,
+                                  device=device)
         tab = truth_table(model, N, margin=margin, progress=False)
         ids.append(table_ids(tab))
     return census_from_ids(torch.cat(ids), N)
@@ -309,3 +320,306 @@ def census_from_ids(ids, N: int) -> FunctionCensus:
     und = int((ids < 0).sum())
     u, c = np.unique(ids[ids >= 0], return_counts=True)
     return FunctionCensus(check_n(N, maximum=5), len(ids), u, c, und)
+
+
+# ---- chapter 5's experiments ----------------------------------------------------------------
+# Sizes per scale in one place; the chapters print them. ``book`` fits chapter 5's budget of
+# 420 CPU-seconds (one thread) for all four experiments (measured: 310 s on one book run;
+# predicted by the cost models: about 310 s); ``paper`` is for a GPU.
+
+CH5_SIZES = {
+    "exact": dict(ci=dict(N_exh=10, N_big=100, n_big=500),
+                  book=dict(N_exh=14, N_big=300, n_big=2000),
+                  paper=dict(N_exh=18, N_big=1000, n_big=10_000)),
+    "basin": dict(ci=dict(Ns=[4, 6, 8, 10], n_sigma=13, P=24, max_strings=1024, chunk=13),
+                  book=dict(Ns=[4, 6, 8, 10, 12], n_sigma=13, P=40, max_strings=1024,
+                            chunk=13),
+                  paper=dict(Ns=[4, 6, 8, 10, 12, 14, 16, 20], n_sigma=25, P=256,
+                             max_strings=16384, chunk=5)),
+    "k0": dict(ci=dict(P=32, block=32, Ns=[4, 6, 8, 10], sampled=[16], n_samples=48),
+               book=dict(P=96, block=48, Ns=[4, 6, 8, 10, 12, 14, 16], sampled=[20, 28],
+                         n_samples=128),
+               paper=dict(P=512, block=32, Ns=[4, 6, 8, 10, 12, 14, 16, 18, 20],
+                          sampled=[32, 64, 128], n_samples=1024)),
+    "pf": dict(ci=dict(n_models=16384, chunk=16384), book=dict(n_models=49152, chunk=16384),
+               paper=dict(n_models=4_915_200, chunk=163_840)),
+}
+#: The random populations of the K_0 census: (D, L); all but (8, 1) have D >= 10 L + 2.
+K0_ARCHS = [(8, 1), (16, 1), (24, 2), (32, 2)]
+K0_MARGIN, K0_N0 = 0.01, 4          # margin of the census; the length that fixes the models
+PF_ARCH, PF_NS, PF_BATCH = (8, 2), [3, 4, 5], 4096
+BASIN_NOISE = ("uniform", "gaussian")
+
+
+def ch5_sizes(what: str, scale: str | None = None) -> dict:
+    """The sizes of chapter 5's experiment ``what`` (exact, basin, k0, pf) at ``scale``."""
+    from .scale import _check, scale as current
+
+    if what not in CH5_SIZES:
+        raise ValueError(f"what={what!r} is unknown; allowed: {', '.join(CH5_SIZES)}")
+    return dict(CH5_SIZES[what][_check(current() if scale is None else scale, "scale")])
+
+
+def basin_lengths(name: str, scale: str | None = None) -> list:
+    """The lengths of the basin experiment for one construction (odd ones for MAJORITY)."""
+    return [N + (name == "MAJORITY") for N in ch5_sizes("basin", scale)["Ns"]]
+
+
+def basin_sigmas(scale: str | None = None) -> np.ndarray:
+    """The sigma grid of the basin experiment: log-spaced on [1e-4, 1]."""
+    return np.logspace(-4, 0, ch5_sizes("basin", scale)["n_sigma"])
+
+
+def _exact_configs(scale):
+    s = ch5_sizes("exact", scale)
+    out = []
+    for name in ("PARITY", "FIRST", "MAJORITY"):
+        out += [dict(name=name, N=N, n_samples=None) for N in range(1, s["N_exh"] + 1)
+                if name != "MAJORITY" or N % 2]
+        out.append(dict(name=name, N=s["N_big"] + (name == "MAJORITY"),
+                        n_samples=s["n_big"], seed=0))
+    return out
+
+
+# CPU-seconds (one thread) per (string x position) of a float64 forward pass, and per (model
+# x string x position) of a float32 population, fitted on measured ci runs and checked on a
+# book run (basin 65.5 s measured / 66.8 s predicted; ``sensbook calibrate ch5``).
+_UNIT = {"PARITY": 1.25e-6, "FIRST": 0.8e-6, "MAJORITY": 0.2e-6}
+
+
+def _exact_cost(c):
+    n = 2 ** c["N"] if c["n_samples"] is None else c["n_samples"]
+    return 0.02 + 0.8 * _UNIT[c["name"]] * n * (c["N"] + 1) * (1 + (c["N"] + 1) / 256)
+
+
+def _basin_configs(scale):
+    s = ch5_sizes("basin", scale)
+    sig = [float(v) for v in basin_sigmas(scale)]
+    return [dict(name=name, kind=kind, N=N, sigmas=sig[a:a + s["chunk"]], first=a, P=s["P"],
+                 seed=N, n_samples=None if 2**N <= s["max_strings"] else s["max_strings"])
+            for kind in BASIN_NOISE for name in ("PARITY", "FIRST", "MAJORITY")
+            for N in basin_lengths(name, scale) for a in range(0, len(sig), s["chunk"])]
+
+
+def _basin_cost(c):
+    n = 2 ** c["N"] if c["n_samples"] is None else c["n_samples"]
+    return 0.05 + _UNIT[c["name"]] * len(c["sigmas"]) * c["P"] * n * (c["N"] + 1)
+
+
+def _nan_to_none(a):
+    return [None if not math.isfinite(v) else float(v) for v in np.asarray(a, float).ravel()]
+
+
+def basin_one(config: dict) -> dict:
+    """Experiment ``ch5.basin``: :func:`basin_curve` of one construction at one N and noise law.
+
+    ``config``: ``name``, ``kind``, ``N``, ``sigmas`` (a piece of the grid starting at index
+    ``first``), ``P``, ``seed``, ``n_samples`` (None: all 2^N strings). JSON-able result:
+    lists over sigmas; ``errors_by_weight`` is a list of rows of length N+1 with ``None`` for
+    Hamming layers no sampled string fell on. Pieces merge exactly (:func:`basin_merge`).
+    """
+    from .constructions import BUILDERS, target
+    from .scale import device
+
+    model = BUILDERS[config["name"]](device=device())
+    r = basin_curve(model, target(config["name"]), config["N"], config["sigmas"], config["P"],
+                    kind=config["kind"], n_samples=config["n_samples"], seed=config["seed"],
+                    progress=False, first_index=config.get("first", 0))
+    return {"p_exact": r["p_exact"].tolist(), "accuracy": r["accuracy"].tolist(),
+            "accuracy_sd": r["accuracy_sd"].tolist(),
+            "errors_by_weight": [_nan_to_none(row) for row in r["errors_by_weight"]]}
+
+
+def basin_merge(configs, results) -> dict:
+    """Merge :func:`basin_one` pieces by (kind, name, N) in grid order: numpy arrays as in
+    :func:`basin_arrays`, plus ``sigmas``."""
+    groups = {}
+    for c, r in sorted(zip(configs, results), key=lambda cr: cr[0].get("first", 0)):
+        g = groups.setdefault((c["kind"], c["name"], c["N"]), {"sigmas": []})
+        g["sigmas"] += list(c["sigmas"])
+        for k, v in r.items():
+            g.setdefault(k, []).extend(v)
+    out = {}
+    for key_, g in groups.items():
+        sig = g.pop("sigmas")
+        out[key_] = basin_arrays(g)
+        out[key_]["sigmas"] = np.array(sig, dtype=float)
+    return out
+
+
+def basin_arrays(result: dict) -> dict:
+    """A stored :func:`basin_one` result as numpy arrays (``None`` back to NaN), plus ``se``."""
+    out = {k: np.array(v, dtype=float) for k, v in result.items() if k != "errors_by_weight"}
+    out["errors_by_weight"] = np.array([[np.nan if v is None else v for v in row]
+                                        for row in result["errors_by_weight"]], dtype=float)
+    return out
+
+
+def _k0_configs(scale):
+    s = ch5_sizes("k0", scale)
+    out = []
+    for D, L in K0_ARCHS:
+        for a in range(0, s["P"], s["block"]):
+            base = dict(D=D, L=L, P=s["P"], seed=100 * D + L, margin=K0_MARGIN, N0=K0_N0,
+                        members=[a, min(a + s["block"], s["P"])])
+            out += [dict(base, N=N, n_samples=None) for N in s["Ns"]]
+            out += [dict(base, N=N, n_samples=s["n_samples"]) for N in s["sampled"]]
+    return out
+
+
+# Fraction of a population that is complete and non-constant at N0 (measured on the book's
+# populations: 118 of 384) and CPU-seconds per (model x string x position) by depth L
+# (book run: 203 s measured; L = 1 14 s, L = 2 190 s).
+_K0_KEEP, _K0_UNIT = 0.31, {1: 0.12e-6, 2: 1.72e-6}
+
+
+def _k0_cost(c):
+    N, n = c["N"], c["n_samples"]
+    evals = 2**N if n is None else n * (N + 1)
+    models = _K0_KEEP * (c["members"][1] - c["members"][0])
+    return 0.1 + _K0_UNIT[c["L"]] * models * evals * (N + 1) * (1 + (N + 1) / 128)
+
+
+def k0_fixed_models(config: dict, model: Recognizer | None = None) -> list:
+    """The fixed models of a K_0 block: members (population indices) that are decided on every
+    string and non-constant at length ``N0`` (one definition, chosen once for every N)."""
+    a, b = config["members"]
+    if model is None:
+        model = Recognizer.random(config["P"], config["D"], config["L"],
+                                  seed=config["seed"]).select(slice(a, b))
+    from .profile import sensitivity_profile
+
+    pr = sensitivity_profile(model, config["N0"], margin=config["margin"], progress=False)
+    keep = (pr.complete & ~pr.is_constant).cpu()
+    return [a + int(i) for i in torch.nonzero(keep).flatten()]
+
+
+@torch.no_grad()
+def k0_growth_one(config: dict) -> dict:
+    """Experiment ``ch5.k0_growth``: profiles at length ``N`` of one block of a fixed set.
+
+    ``config``: ``D``, ``L``, ``P`` and ``seed`` (the population ``Recognizer.random(P, D, L,
+    seed=seed)``), ``members`` [a, b) (the block), ``margin``, ``N0`` (see
+    :func:`k0_fixed_models`), ``N`` and ``n_samples`` (None: exhaustive; else that many uniform
+    strings, seed N, the same for every model). Per fixed model: ``counts`` (complete strings
+    by sensitivity), ``unknown`` (undecided, non-finite or incomplete strings, never counted as
+    a class), ``constant`` (complete and constant at N); when exhaustive also ``affine`` and
+    ``reads_x1`` (:func:`affine_class` of the truth table); and ``n_strings``, ``exact``.
+    Blocks of one population merge exactly (concatenate in order of ``members``).
+    """
+    from .profile import sensitivity_profile
+    from .scale import device
+
+    a, b = config["members"]
+    pop = Recognizer.random(config["P"], config["D"], config["L"], seed=config["seed"])
+    block = pop.select(slice(a, b))
+    fixed = k0_fixed_models(config, block)
+    out = {"members": fixed, "n_strings": 2 ** config["N"] if config["n_samples"] is None
+           else int(config["n_samples"]), "exact": config["n_samples"] is None,
+           "counts": [], "unknown": [], "constant": []}
+    if not fixed:
+        return out
+    sub = pop.select(fixed).to(device())
+    if config["n_samples"] is None:
+        table = truth_table(sub, config["N"], margin=config["margin"], progress=False).cpu()
+        pr = profile_from_table(table)
+        m, S = affine_class(table)
+        out["affine"], out["reads_x1"] = m.tolist(), S[:, 0].tolist()
+    else:
+        pr = sensitivity_profile(sub, config["N"], margin=config["margin"],
+                                 n_samples=config["n_samples"], seed=config["N"],
+                                 progress=False)
+    out["counts"] = pr.counts.cpu().tolist()
+    out["unknown"] = (pr.undecided + pr.nonfinite + pr.incomplete).cpu().tolist()
+    out["constant"] = pr.is_constant.cpu().tolist()
+    return out
+
+
+def k0_merge(configs, results) -> dict:
+    """Merge :func:`k0_growth_one` results by (D, L, N): the fixed models of every block in
+    order, with numpy arrays ``members``, ``counts``, ``k0`` (K_0/2^N over all strings, or its
+    sampled estimate), ``unknown`` (fraction of strings with undecided or incomplete
+    sensitivity), ``constant``, ``affine`` and ``reads_x1`` (exhaustive only, else None); and
+    ``exact``, ``n_strings``."""
+    merged = {}
+    for c, r in sorted(zip(configs, results), key=lambda cr: cr[0]["members"][0]):
+        m = merged.setdefault((c["D"], c["L"], c["N"]), {"members": [], "counts": [],
+                                                         "unknown": [], "constant": [],
+                                                         "exact": r["exact"],
+                                                         "n_strings": r["n_strings"]})
+        for k in ("members", "counts", "unknown", "constant", "affine", "reads_x1"):
+            m.setdefault(k, [])
+            m[k] += r.get(k, [])
+    out = {}
+    for key_, m in merged.items():
+        n = m["n_strings"]
+        counts = np.array(m["counts"], dtype=float).reshape(len(m["members"]), -1)
+        out[key_] = {"members": np.array(m["members"], dtype=int), "exact": m["exact"],
+                     "n_strings": n, "k0": counts[:, 0] / n if len(counts) else np.zeros(0),
+                     "unknown": np.array(m["unknown"], dtype=float) / n,
+                     "constant": np.array(m["constant"], dtype=bool),
+                     "counts": counts.astype(np.int64),
+                     "affine": np.array(m["affine"], dtype=int) if m["exact"] else None,
+                     "reads_x1": np.array(m["reads_x1"], dtype=bool) if m["exact"] else None}
+    return out
+
+
+def _pf_configs(scale):
+    s = ch5_sizes("pf", scale)
+    if s["chunk"] % PF_BATCH or s["n_models"] % s["chunk"]:
+        raise ValueError("pf sizes: chunk must divide n_models and be a multiple of the batch")
+    D, L = PF_ARCH
+    per = s["chunk"] // PF_BATCH
+    return [dict(N=N, D=D, L=L, n_models=s["chunk"], seed=1000 * N + j * per, batch=PF_BATCH)
+            for N in PF_NS for j in range(s["n_models"] // s["chunk"])]
+
+
+def _pf_cost(c):
+    return 0.3 + 2.15e-6 * c["n_models"] * 2 ** c["N"] * (c["N"] + 1)
+
+
+def pf_map_one(config: dict) -> dict:
+    """Experiment ``ch5.pf_map``: :func:`parameter_function_map` of one chunk of models.
+
+    Chunks with seeds ``seed0 + j * (chunk / batch)`` merge exactly (:func:`pf_merge`) into
+    ``parameter_function_map(N, total, seed=seed0)``."""
+    from .scale import device
+
+    c = parameter_function_map(config["N"], config["n_models"], D=config["D"], L=config["L"],
+                               batch=config["batch"], seed=config["seed"], progress=False,
+                               device=device())
+    return {"ids": c.ids.tolist(), "counts": c.counts.tolist(), "n_undecided": c.n_undecided,
+            "n_models": c.n_models}
+
+
+def pf_merge(configs, results) -> dict:
+    """Merge :func:`pf_map_one` chunks into one :class:`FunctionCensus` per N."""
+    acc = {}
+    for c, r in zip(configs, results):
+        a = acc.setdefault(c["N"], {"counts": {}, "und": 0, "n": 0})
+        for i, k in zip(r["ids"], r["counts"]):
+            a["counts"][i] = a["counts"].get(i, 0) + k
+        a["und"] += r["n_undecided"]
+        a["n"] += r["n_models"]
+    out = {}
+    for N, a in sorted(acc.items()):
+        ids = np.array(sorted(a["counts"]), dtype=np.int64)
+        out[N] = FunctionCensus(N, a["n"], ids,
+                                np.array([a["counts"][i] for i in ids], dtype=np.int64), a["und"])
+    return out
+
+
+def _register():
+    from .experiments import Experiment, register
+
+    register(Experiment("ch5.exact", _exact_configs, "sensbook.constructions:exact_check",
+                        _exact_cost, doc="the constructions on every string / at large N"))
+    register(Experiment("ch5.basin", _basin_configs, "sensbook.volume:basin_one", _basin_cost,
+                        doc="perturbed constructions: P(exact), accuracy per sigma"))
+    register(Experiment("ch5.k0_growth", _k0_configs, "sensbook.volume:k0_growth_one",
+                        _k0_cost, doc="K_0(N) of a fixed set of random models"))
+    register(Experiment("ch5.pf_map", _pf_configs, "sensbook.volume:pf_map_one", _pf_cost,
+                        doc="the parameter-function map P(f) at N = 3, 4, 5"))
+
+
+_register()

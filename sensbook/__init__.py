@@ -49,3 +49,5 @@ try:                                   # one source of truth for the version: py
     __version__ = _version("sensbook")
 except PackageNotFoundError:           # running from a source tree that was never installed
     __version__ = "0.0.0+unknown"
+from .fourier import (closed_form_weights, random_function_weights, spectral_weights,
+                      total_influence, walsh_hadamard)

@@ -51,3 +51,5 @@ except PackageNotFoundError:           # running from a source tree that was nev
     __version__ = "0.0.0+unknown"
 from .fourier import (closed_form_weights, random_function_weights, spectral_weights,
                       total_influence, walsh_hadamard)
+from .controls import ARCHS as CONTROL_ARCHS
+from .controls import Population, control_population

@@ -66,10 +66,9 @@ def walsh_hadamard(table) -> torch.Tensor:
 def degrees(N: int, *, device=None) -> torch.Tensor:
     """|S| for every index S = 0..2^N-1 (int64)."""
     N = check_n(N, maximum=MAX_EXHAUSTIVE_N)
-    idx = torch.arange(2**N, device=device)
-    deg = torch.zeros_like(idx)
-    for b in range(N):
-        deg += (idx >> b) & 1
+    deg = torch.zeros(1, dtype=torch.int64, device=device)
+    for _ in range(N):                 # indices with bit b set: the previous block, plus one
+        deg = torch.cat([deg, deg + 1])
     return deg
 
 

@@ -1,26 +1,27 @@
 """Controls for chapter 7: which ingredient makes the low-sensitivity bias?
 
 Six architectures, each a population of P models evaluated in one call, so that
-:func:`sensbook.sensitivity_profile` and :func:`sensbook.train_population` take them unchanged
-(``model(x)`` with x of shape (B, N) or (P, B, N) gives (P, B); attributes ``P``, ``device``,
-``dtype``):
+:func:`sensbook.sensitivity_profile` and :func:`sensbook.train_population` take them
+unchanged (``model(x)`` with x of shape (B, N) or (P, B, N) gives (P, B); attributes
+``P``, ``device``, ``dtype``):
 
 * ``post-LN``: the book's :class:`sensbook.Recognizer` itself;
 * ``pre-LN``, ``no-LN``, ``RMS``: :class:`Transformer`, one model with the Recognizer's
-  parameters (same names and shapes without the population axis, same embedding, attention,
-  FFN and read-out) and another normalisation: pre-LN ``y + MHA(LN(y))``, ``y + FFN(LN(y))``
-  and a final LN before the read-out; no normalisation at all; or RMS-norm
-  ``d / sqrt(mean(d^2) + eps)`` (eps inside the root) where post-LN has its layer norms.
-  Drawn from the same seed they get exactly the Recognizer's theta: a paired comparison;
-* ``LSTM``: :class:`LSTM`, token embeddings read left to right by one LSTM layer of width D
-  (PyTorch's gate equations), T = w . h_N + omega;
-* ``MLP``: :class:`MLP`, the bits x_1..x_N as one input vector (fixed N), two ReLU layers of
-  width 4D, a linear read-out.
+  parameters (same names and shapes without the population axis, same embedding,
+  attention, FFN and read-out) and another normalisation: pre-LN ``y + MHA(LN(y))``,
+  ``y + FFN(LN(y))`` and a final LN before the read-out; no normalisation at all; or
+  RMS-norm ``d / sqrt(mean(d^2) + eps)`` (eps inside the root) where post-LN has its
+  layer norms. Drawn from the same seed they get exactly the Recognizer's theta: a
+  paired comparison;
+* ``LSTM``: :class:`LSTM`, token embeddings read left to right by one LSTM layer of
+  width D (PyTorch's gate equations), T = w . h_N + omega;
+* ``MLP``: :class:`MLP`, the bits x_1..x_N as one input vector (fixed N), two ReLU
+  layers of width 4D, a linear read-out.
 
-Populations of the single-model modules are :class:`Population`: ``torch.func`` stacks the P
-modules' parameters (``stack_module_state``) and maps one ``functional_call`` over them
-(``vmap``). (``nn.LSTM`` has no vmap rule, hence the LSTM cell written with plain matrices;
-``tests/test_controls.py`` checks it against ``nn.LSTM``.)
+Populations of the single-model modules are :class:`Population`: ``torch.func`` stacks
+the P modules' parameters (``stack_module_state``) and maps one ``functional_call`` over
+them (``vmap``). (``nn.LSTM`` has no vmap rule, hence the LSTM cell written with plain
+matrices; ``tests/test_controls.py`` checks it against ``nn.LSTM``.)
 
 Initialisations: the four schemes of :data:`sensbook.INITS`, by the rule of
 :meth:`sensbook.Recognizer.random` (matrices in ``x @ W`` layout, fan-in = rows; vectors
@@ -45,7 +46,7 @@ ARCHS = ("post-LN", "pre-LN", "no-LN", "RMS", "LSTM", "MLP")
 NORMS = {"post-LN": "post", "pre-LN": "pre", "no-LN": "none", "RMS": "rms"}
 
 
-# ---- single models --------------------------------------------------------------------------
+# ---- single models -------------------------------------------------------------------
 class Transformer(nn.Module):
     """One transformer with the Recognizer's parameters and normalisation ``norm``:
     ``post`` (the Recognizer's own equations), ``pre``, ``none`` or ``rms``."""
@@ -57,7 +58,8 @@ class Transformer(nn.Module):
         if D % H:
             raise ValueError(f"D={D} must be divisible by the number of heads H={H}")
         F = 4 * D if F is None else F
-        self.D, self.L, self.H, self.F, self.norm, self.eps = D, L, H, F, norm, float(eps)
+        self.D, self.L, self.H, self.F = D, L, H, F
+        self.norm, self.eps = norm, float(eps)
         z = lambda *s: nn.Parameter(torch.zeros(*s))
         self.tok, self.pos = z(3, D), z(3, D)
         self.layers = nn.ModuleList()
@@ -108,20 +110,22 @@ class Transformer(nn.Module):
 
 
 class LSTM(nn.Module):
-    """One LSTM recognizer: embeddings E[x_n] (tokens 0, 1), one LSTM layer of width D read left
-    to right from h = c = 0 (gates i, f, g, o as in ``nn.LSTM``), T = w . h_N + omega."""
+    """One LSTM recognizer: embeddings E[x_n] (tokens 0, 1), one LSTM layer of width D
+    read left to right from h = c = 0 (gates i, f, g, o as in ``nn.LSTM``),
+    T = w . h_N + omega."""
 
     def __init__(self, D=16):
         super().__init__()
         self.D = D
         z = lambda *s: nn.Parameter(torch.zeros(*s))
         self.tok = z(2, D)
-        self.W_ih, self.W_hh, self.b_ih, self.b_hh = z(D, 4 * D), z(D, 4 * D), z(4 * D), z(4 * D)
+        self.W_ih, self.W_hh = z(D, 4 * D), z(D, 4 * D)
+        self.b_ih, self.b_hh = z(4 * D), z(4 * D)
         self.w, self.omega = z(D), z(())
 
     def forward(self, x):
         e = self.tok[0] + x.unsqueeze(-1) * (self.tok[1] - self.tok[0])      # (B, N, D)
-        gx = e @ self.W_ih + self.b_ih + self.b_hh                           # all steps at once
+        gx = e @ self.W_ih + self.b_ih + self.b_hh              # all steps at once
         h = c = x.new_zeros(x.shape[0], self.D)
         for n in range(x.shape[1]):
             i, f, g, o = (gx[:, n] + h @ self.W_hh).chunk(4, -1)
@@ -131,31 +135,34 @@ class LSTM(nn.Module):
 
 
 class MLP(nn.Module):
-    """One MLP on the string as a vector (fixed N): x -> ReLU(x W1 + b1) -> ReLU(. W2 + b2)
+    """One MLP on the string as a vector (fixed N):
+    x -> ReLU(x W1 + b1) -> ReLU(. W2 + b2)
     -> . w + omega, hidden width ``width``."""
 
     def __init__(self, N, width=64):
         super().__init__()
         self.N, self.D = check_n(N), width
         z = lambda *s: nn.Parameter(torch.zeros(*s))
-        self.W1, self.b1, self.W2, self.b2 = z(N, width), z(width), z(width, width), z(width)
+        self.W1, self.b1 = z(N, width), z(width)
+        self.W2, self.b2 = z(width, width), z(width)
         self.w, self.omega = z(width), z(())
 
     def forward(self, x):
         if x.shape[-1] != self.N:
-            raise ValueError(f"this MLP reads strings of length N={self.N}, got {x.shape[-1]}")
+            raise ValueError(f"this MLP reads strings of length N={self.N}, "
+                             f"got {x.shape[-1]}")
         h = torch.relu(torch.relu(x @ self.W1 + self.b1) @ self.W2 + self.b2)
         return h @ self.w + self.omega
 
 
-# ---- populations ----------------------------------------------------------------------------
+# ---- populations ---------------------------------------------------------------------
 class Population(nn.Module):
     """P modules of one architecture with independent parameters, evaluated in one call.
 
-    ``Population(modules)`` stacks their parameters (``torch.func.stack_module_state``); the
-    forward maps ``functional_call`` of one parameter-less copy over the P models (``vmap``).
-    ``model(x)``: x of shape (B, N) (the same strings for every model) or (P, B, N); output
-    (P, B). :meth:`member` gives model p back as an ordinary module.
+    ``Population(modules)`` stacks their parameters (``torch.func.stack_module_state``);
+    the forward maps ``functional_call`` of one parameter-less copy over the P models
+    (``vmap``). ``model(x)``: x of shape (B, N) (the same strings for every model) or
+    (P, B, N); output (P, B). :meth:`member` gives model p back as an ordinary module.
     """
 
     def __init__(self, modules):
@@ -206,44 +213,50 @@ class Population(nn.Module):
         return vmap(call, in_dims=(0, 0 if x.dim() == 3 else None))(self.params(), x)
 
     def memory_per_string(self, N: int) -> int:
-        """Bytes of activations per string for all P models (a generous bound for chunking)."""
+        """Bytes of activations per string for all P models (a generous bound, for
+        sizing the profiler's chunks)."""
         width = max(getattr(self.base, "D", 16), getattr(self.base, "F", 0) // 2)
         return self.P * (N + 1) * 16 * width * torch.finfo(self.dtype).bits // 8
 
     def __repr__(self):
-        return f"Population(P={self.P}, {type(self.base).__name__}, {self.dtype}, {self.device})"
+        return (f"Population(P={self.P}, {type(self.base).__name__}, {self.dtype}, "
+                f"{self.device})")
 
 
 def _draw(module: nn.Module, init: str, scale: float, g: torch.Generator, width: int):
-    """Initialise ``module`` in place by Recognizer.random's rule (see the module doc)."""
+    """Initialise ``module`` in place by Recognizer.random's rule (module doc)."""
     with torch.no_grad():
         for _, p in module.named_parameters():
-            shape = (1, *p.shape)             # the Recognizer draws with its population axis
+            shape = (1, *p.shape)   # the Recognizer draws with its population axis
             u = lambda: torch.rand(shape, generator=g, dtype=torch.float64) * 2 - 1
             n = lambda: torch.randn(shape, generator=g, dtype=torch.float64)
             if init == "uniform":
                 v = scale * u()
             elif init == "gaussian":
                 v = scale * n()
-            elif p.dim() == 2:                                # a matrix: Xavier / Glorot
+            elif p.dim() == 2:                            # a matrix: Xavier / Glorot
                 a = math.sqrt(6 / (p.shape[0] + p.shape[1]))
-                v = scale * (a * u() if init == "xavier_uniform" else a / math.sqrt(3) * n())
+                v = a * u() if init == "xavier_uniform" else a / math.sqrt(3) * n()
+                v = scale * v
             else:                                             # a vector or scalar
                 v = scale * u() / math.sqrt(width)
             p.copy_(v.reshape(p.shape))
     return module
 
 
-def single_model(arch: str, seed: int, *, N: int | None = None, D: int = 16, L: int = 2,
-                 H: int = 2, eps: float = 0.0, init: str = "uniform", scale: float = 1.0):
-    """One model of ``arch`` drawn from ``seed`` (float32, CPU). For the transformers its theta
-    is exactly ``Recognizer.random(1, D, L, H, init=init, scale=scale, seed=seed)``'s."""
+def single_model(arch: str, seed: int, *, N: int | None = None, D: int = 16,
+                 L: int = 2, H: int = 2, eps: float = 0.0, init: str = "uniform",
+                 scale: float = 1.0):
+    """One model of ``arch`` drawn from ``seed`` (float32, CPU). For the transformers
+    its theta is exactly that of
+    ``Recognizer.random(1, D, L, H, init=init, scale=scale, seed=seed)``."""
     if arch not in ARCHS:
         raise ValueError(f"arch={arch!r} is unknown; allowed: {', '.join(ARCHS)}")
     if init not in INITS:
         raise ValueError(f"init={init!r} is unknown; allowed: {', '.join(INITS)}")
     if arch in NORMS:
-        rec = Recognizer.random(1, D, L, H, eps=eps, init=init, scale=scale, seed=int(seed))
+        rec = Recognizer.random(1, D, L, H, eps=eps, init=init, scale=scale,
+                                seed=int(seed))
         if arch == "post-LN":
             return rec
         m = Transformer(D, L, H, norm=NORMS[arch], eps=eps)
@@ -260,12 +273,14 @@ def single_model(arch: str, seed: int, *, N: int | None = None, D: int = 16, L: 
     return _draw(MLP(N, 4 * D), init, scale, g, 4 * D)
 
 
-def control_population(arch: str, seeds, *, N: int | None = None, D: int = 16, L: int = 2,
-                       H: int = 2, eps: float = 0.0, init: str = "uniform", scale: float = 1.0,
-                       device=None, dtype=torch.float32):
+def control_population(arch: str, seeds, *, N: int | None = None, D: int = 16,
+                       L: int = 2, H: int = 2, eps: float = 0.0, init: str = "uniform",
+                       scale: float = 1.0, device=None, dtype=torch.float32):
     """P = len(seeds) models of ``arch`` (one of :data:`ARCHS`); model p depends only on
-    ``seeds[p]`` (:func:`single_model`). ``post-LN`` gives a :class:`sensbook.Recognizer`, the
-    others a :class:`Population`. ``N`` is needed by the MLP only (it reads a fixed length)."""
+    ``seeds[p]`` (:func:`single_model`). ``post-LN`` gives a
+    :class:`sensbook.Recognizer`, the
+    others a :class:`Population`. ``N`` is needed by the MLP only (it reads a fixed
+    length)."""
     seeds = [int(s) for s in seeds]
     if not seeds:
         raise ValueError("seeds must be a non-empty list of integers")
@@ -273,13 +288,14 @@ def control_population(arch: str, seeds, *, N: int | None = None, D: int = 16, L
     models = [single_model(arch, s, **kw) for s in seeds]
     if arch == "post-LN":
         theta = torch.cat([m.flat() for m in models])
-        pop = Recognizer(len(seeds), D, L, H, eps=eps, dtype=dtype).set_flat(theta.to(dtype))
+        pop = Recognizer(len(seeds), D, L, H, eps=eps, dtype=dtype)
+        pop.set_flat(theta.to(dtype))
     else:
         pop = Population(models).to(dtype)
     return pop.to(device if device is not None else "cpu")
 
 
-# ---- experiments ----------------------------------------------------------------------------
+# ---- experiments ---------------------------------------------------------------------
 def _with_one_thread(fn, config, dev):
     threads = torch.get_num_threads()
     if dev.type == "cpu":
@@ -296,11 +312,13 @@ def _device(config):
 
 
 def survey_one(config: dict) -> dict:
-    """E1 for one (arch, init, N) cell: exact profiles and Fourier weights of P random models.
+    """E1 for one (arch, init, N) cell: exact profiles and Fourier weights of P random
+    models.
 
     ``config``: ``arch`` (one of :data:`ARCHS`, or ``random`` for uniformly random truth
-    tables, the control), ``init``, ``N``, ``seeds``, ``D``, ``L``, ``H``, ``eps``. Results per
-    model: ``K`` (K_0..K_N), ``complete``, ``W`` (W_0..W_N; None for an incomplete model).
+    tables, the control), ``init``, ``N``, ``seeds``, ``D``, ``L``, ``H``, ``eps``.
+    Results per model: ``K`` (K_0..K_N), ``complete``, ``W`` (W_0..W_N; None for an
+    incomplete model).
     """
     return _with_one_thread(_survey, config, _device(config))
 
@@ -316,10 +334,10 @@ def _survey(config, dev):
         table = torch.randint(0, 2, (len(seeds), 2**N), generator=g, dtype=torch.int8)
         table = table.to(dev)
     else:
-        model = control_population(config["arch"], seeds, N=N, D=config["D"], L=config["L"],
-                                   H=config["H"], eps=config["eps"], init=config["init"],
-                                   device=dev)
-        table = truth_table(model, N, progress=False, chunk_size=config.get("chunk", 256))
+        model = control_population(config["arch"], seeds, N=N, D=config["D"],
+                                   L=config["L"], H=config["H"], eps=config["eps"],
+                                   init=config["init"], device=dev)
+        table = truth_table(model, N, progress=False, chunk_size=256)
     return {**_summary(table), "cpu_seconds": time.process_time() - c0}
 
 
@@ -339,16 +357,17 @@ def _summary(table):
     return {"K": prof.counts.cpu().tolist(), "complete": ok.cpu().tolist(), "W": W}
 
 
-#: Chapter 7's sizes per scale (the one place they live). Survey: ``Ns``, ``P`` models per
-#: (arch, init, N) cell, the same P seeds at every N (one population followed across N).
-#: Training: ``train_N``, ``targets``, ``seeds`` per cell, ``steps``, ``batch``.
+#: Chapter 7's sizes per scale (the one place they live). Survey: ``Ns``, ``P`` models
+#: per (arch, init, N) cell, the same P seeds at every N (one population followed across
+#: N). Training: ``train_N``, ``targets``, ``seeds`` per cell, ``steps``, ``batch``.
 CH7_SIZES = {
     "ci": dict(Ns=[6, 8], P=24, n_random=400, train_N=7, targets=["PARITY", "MAJORITY"],
                seeds=3, steps=150, batch=64),
     "book": dict(Ns=[6, 8, 10], P=64, n_random=2000, train_N=9,
                  targets=["PARITY", "MAJORITY"], seeds=4, steps=300, batch=64),
     "paper": dict(Ns=[6, 8, 10, 12, 14], P=512, n_random=20000, train_N=11,
-                  targets=["PARITY", "MAJORITY", "FIRST"], seeds=16, steps=3000, batch=256),
+                  targets=["PARITY", "MAJORITY", "FIRST"], seeds=16, steps=3000,
+                  batch=256),
 }
 CH7_SHAPE = dict(D=16, L=2, H=2)
 
@@ -383,11 +402,12 @@ def survey_cost(config: dict) -> float:
 
 
 register(Experiment("ch7.survey", ch7_survey_configs, "sensbook.controls:survey_one",
-                    survey_cost, doc="E1 profiles and Fourier weights of six architectures"))
+                    survey_cost,
+                    doc="E1 profiles and Fourier weights of six architectures"))
 
 
 def train_one(config: dict) -> dict:
-    """The training experiment for one (arch, target) cell (chapter 6's protocol otherwise):
+    """The training experiment for one (arch, target) cell (chapter 6's protocol):
     accuracy, exact profile and Fourier weights before and after training, per seed."""
     return _with_one_thread(_train, config, _device(config))
 
@@ -401,8 +421,9 @@ def _train(config, dev):
     pr = Protocol.from_dict(config["protocol"])
     seeds = [int(s) for s in config["seeds"]]
     c0 = time.process_time()
-    model = control_population(config["arch"], seeds, N=N, D=pr.D, L=pr.L, H=pr.H, eps=pr.eps,
-                               init=pr.init, scale=pr.init_scale, device=dev)
+    model = control_population(config["arch"], seeds, N=N, D=pr.D, L=pr.L, H=pr.H,
+                               eps=pr.eps, init=pr.init, scale=pr.init_scale,
+                               device=dev)
 
     def measure():
         table = truth_table(model, N, progress=False, chunk_size=256)
@@ -424,24 +445,28 @@ def ch7_train_configs(scale: str) -> list:
                  protocol=pr) for t in s["targets"] for arch in ARCHS]
 
 
-#: CPU-seconds per optimizer step (fitted on the ci and book runs: steps are overhead-bound).
-_STEP = {"post-LN": 0.012, "pre-LN": 0.014, "no-LN": 0.012, "RMS": 0.014, "LSTM": 0.0055,
-         "MLP": 0.0017}
+#: CPU-seconds per optimizer step (fitted on the ci and book runs: steps are
+#: overhead-bound).
+_STEP = {"post-LN": 0.012, "pre-LN": 0.014, "no-LN": 0.012, "RMS": 0.014,
+         "LSTM": 0.0055, "MLP": 0.0017}
 
 
 def train_cost(config: dict) -> float:
-    """Predicted seconds: steps x a per-architecture constant, growing with seeds x batch."""
+    """Predicted seconds: steps x a per-architecture constant, growing with
+    seeds x batch."""
     pr, n = config["protocol"], len(config["seeds"])
     return 0.5 + pr["steps"] * _STEP[config["arch"]] * (1 + n * pr["batch"] / 512)
 
 
 register(Experiment("ch7.training", ch7_train_configs, "sensbook.controls:train_one",
-                    train_cost, doc="training the six architectures on PARITY and MAJORITY"))
+                    train_cost,
+                    doc="training the six architectures on PARITY and MAJORITY"))
 
 
 def survey_table(configs, results) -> dict:
     """The survey's results as arrays with one row per model: ``arch``, ``init``, ``N``,
-    ``K`` (object array of K_0..K_N), ``complete``, ``W`` (object array; None if incomplete)."""
+    ``K`` (object array of K_0..K_N), ``complete``, ``W`` (object array; None if
+    incomplete)."""
     rows = {k: [] for k in ("arch", "init", "N", "seed", "K", "complete", "W")}
     for c, r in zip(configs, results):
         for i, s in enumerate(c["seeds"]):
@@ -458,3 +483,57 @@ def survey_table(configs, results) -> dict:
     out["W"] = np.empty(len(rows["W"]), dtype=object)
     out["W"][:] = rows["W"]
     return out
+
+
+def summarise(table: dict, arch: str, N: int, z: float = 3.29) -> dict:
+    """E1 numbers of one architecture at one N (pooled over initialisations), from
+    :func:`survey_table`: counts ``n`` (complete models), ``constant``, ``nonconstant``,
+    ``k0_witnessed`` (non-constant with K_0 >= 1), Wilson intervals at ``z`` for the two
+    fractions, and over non-constant models the means and standard errors of K_0/2^N and
+    average sensitivity / N, and the mean weights by degree ``W`` (N+1,)."""
+    from .volume import wilson_interval
+
+    m = (table["arch"] == arch) & (table["N"] == N) & table["complete"]
+    if not m.any():
+        raise ValueError(f"no complete models of arch={arch!r} at N={N}")
+    K = np.stack(table["K"][m]).astype(float)
+    W = np.stack(table["W"][m])
+    const = K[:, 0] == 2**N
+    nc = ~const
+    out = dict(arch=arch, N=N, n=int(m.sum()), constant=int(const.sum()),
+               nonconstant=int(nc.sum()), k0_witnessed=int((K[nc, 0] >= 1).sum()))
+    ci = lambda k, n: tuple(map(float, wilson_interval(k, n, z)))
+    out["constant_ci"] = ci(out["constant"], out["n"])
+    s = lambda v: (float(v.mean()), float(v.std(ddof=1) / np.sqrt(len(v))) if len(v) > 1
+                   else float("nan"))
+    if out["nonconstant"]:
+        out["k0_ci"] = ci(out["k0_witnessed"], out["nonconstant"])
+        out["k0_frac"], out["k0_frac_se"] = s(K[nc, 0] / 2**N)
+        avg = (K[nc] * np.arange(N + 1)).sum(1) / 2**N / N
+        out["as_over_N"], out["as_over_N_se"] = s(avg)
+        out["W"] = W[nc].mean(0)
+        out["W_low"], out["W_low_se"] = s(W[nc, :2].sum(1))
+    return out
+
+
+def rank_correlation(a, b, z: float = 3.29):
+    """Spearman's rank correlation of a and b (average ranks for ties) with a Fisher-z
+    interval (standard error 1.06 / sqrt(n - 3), Fieller et al. 1957): (r, lo, hi)."""
+    a, b = np.asarray(a, float), np.asarray(b, float)
+    if a.shape != b.shape or a.ndim != 1 or len(a) < 4:
+        raise ValueError("a and b must be 1-D of the same length >= 4")
+
+    def ranks(v):
+        order = np.argsort(v, kind="stable")
+        r = np.empty(len(v))
+        r[order] = np.arange(len(v))
+        _, inv = np.unique(v, return_inverse=True)
+        return (np.bincount(inv, r) / np.bincount(inv))[inv]
+
+    ra, rb = ranks(a), ranks(b)
+    if ra.std() == 0 or rb.std() == 0:
+        raise ValueError("rank correlation is undefined for a constant input")
+    r = float(np.corrcoef(ra, rb)[0, 1])
+    h = z * 1.06 / np.sqrt(len(a) - 3)
+    c = np.arctanh(np.clip(r, -0.999999, 0.999999))
+    return r, float(np.tanh(c - h)), float(np.tanh(c + h))

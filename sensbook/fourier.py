@@ -1,17 +1,18 @@
 """The Fourier (Walsh–Hadamard) view of a Boolean function's truth table.
 
-Write F(x) = (-1)^f(x) in {-1, +1} and chi_S(x) = (-1)^(sum_{i in S} x_i) for S a subset of the
-N positions. Every F is a unique combination F = sum_S f^(S) chi_S with
-f^(S) = 2^-N sum_x F(x) chi_S(x), and sum_S f^(S)^2 = 1 (Parseval). The spectral weight at
+Write F(x) = (-1)^f(x) in {-1, +1} and chi_S(x) = (-1)^(sum_{i in S} x_i) for S a subset
+of the N positions. Every F is a unique combination F = sum_S f^(S) chi_S with f^(S) =
+2^-N sum_x F(x) chi_S(x), and sum_S f^(S)^2 = 1 (Parseval). The spectral weight at
 degree k is W_k(f) = sum_{|S| = k} f^(S)^2, a probability distribution over k = 0..N.
 
-The fact this module is for (O'Donnell 2014, Thm 2.38 and Prop. 2.21): the influence of bit i,
+The fact this module is for (O'Donnell 2014, chapter 2): the influence of bit i,
 Pr_x[f(x) != f(x xor e_i)], is sum_{S containing i} f^(S)^2, so the total influence
 sum_i Inf_i = sum_k k W_k(f) equals the average sensitivity E_x[s(f, x)] of chapter 1.
 
-A set S is indexed like a string (:mod:`sensbook.boolean`): bit n-1 of the index says whether
-position n is in S. The transform runs on the device of the table, batched over leading axes,
-in integers (exact up to N = 24: every partial sum is at most 2^24 in size).
+A set S is indexed like a string (:mod:`sensbook.boolean`): bit n-1 of the index says
+whether position n is in S. The transform runs on the device of the table, batched over
+leading axes, in integers (exact up to N = 24: every partial sum is at most 2^24 in
+size).
 """
 from __future__ import annotations
 
@@ -41,17 +42,19 @@ def _signs(table):
         bad = (table != 0) & (table != 1)
         if bad.any():
             v = table[bad].flatten()[0].item()
-            raise ValueError(f"table must hold labels 0/1 only; found {v!r} (undecided = -1 and "
-                             f"non-finite = -2 have no Fourier expansion: drop those models)")
+            raise ValueError(f"table must hold labels 0/1 only; found {v!r} "
+                             f"(undecided = -1 and non-finite = -2 have no Fourier "
+                             f"expansion: drop those models)")
     return 1 - 2 * table.to(torch.int32), N
 
 
 def walsh_hadamard(table) -> torch.Tensor:
-    """The unnormalised spectrum c[S] = sum_x (-1)^(f(x) + sum_{i in S} x_i) = 2^N f^(S).
+    """The unnormalised spectrum c[S] = sum_x (-1)^(f(x) + sum_{i in S} x_i), which is
+    2^N f^(S).
 
-    ``table``: labels 0/1 of shape (*pop, 2^N) (e.g. :func:`sensbook.truth_table`). Returns
-    int32 of the same shape on the same device: the fast transform, N butterfly passes of
-    O(2^N) each.
+    ``table``: labels 0/1 of shape (*pop, 2^N) (e.g. :func:`sensbook.truth_table`).
+    Returns int32 of the same shape on the same device: the fast transform, N butterfly
+    passes of O(2^N) each.
     """
     F, N = _signs(table)
     pop = F.shape[:-1]
@@ -67,13 +70,13 @@ def degrees(N: int, *, device=None) -> torch.Tensor:
     """|S| for every index S = 0..2^N-1 (int64)."""
     N = check_n(N, maximum=MAX_EXHAUSTIVE_N)
     deg = torch.zeros(1, dtype=torch.int64, device=device)
-    for _ in range(N):                 # indices with bit b set: the previous block, plus one
+    for _ in range(N):           # indices with bit b set: the previous block, plus one
         deg = torch.cat([deg, deg + 1])
     return deg
 
 
 def spectral_weights(table) -> torch.Tensor:
-    """W_k(f) = sum_{|S|=k} f^(S)^2 for k = 0..N: float64 (*pop, N+1), each row sums to 1.
+    """W_k(f) = sum_{|S|=k} f^(S)^2 for k = 0..N: float64 (*pop, N+1), rows sum to 1.
 
     Exact: the squares are summed as integers and divided by 4^N (a power of two).
     """
@@ -87,14 +90,14 @@ def spectral_weights(table) -> torch.Tensor:
 
 
 def total_influence(W) -> torch.Tensor:
-    """sum_k k W_k: equals the average sensitivity of the function (see the module doc)."""
+    """sum_k k W_k: equals the average sensitivity of the function (module doc)."""
     W = torch.as_tensor(W, dtype=torch.float64)
     return (W * torch.arange(W.shape[-1], dtype=torch.float64, device=W.device)).sum(-1)
 
 
 def random_function_weights(N: int) -> np.ndarray:
-    """E[W_k] = C(N, k) / 2^N for a uniformly random function: each f^(S) is an average of
-    2^N independent signs, so E[f^(S)^2] = 2^-N for every S."""
+    """E[W_k] = C(N, k) / 2^N for a uniformly random function: each f^(S) is an average
+    of 2^N independent signs, so E[f^(S)^2] = 2^-N for every S."""
     N = check_n(N)
     return np.array([comb(N, k) for k in range(N + 1)], dtype=np.float64) / 2.0**N
 
@@ -105,8 +108,8 @@ def closed_form_weights(f: BooleanFunction, N: int) -> np.ndarray:
     * a constant: all weight at 0;
     * PARITY / m-sparse PARITY: f = XOR of m bits is -chi_S up to sign, all weight at m
       (FIRST and DICTATOR: m = 1);
-    * MAJORITY on m bits, m odd (O'Donnell 2014, Thm 5.19): for odd k,
-      f^(S) = (-1)^((k-1)/2) C((m-1)/2, (k-1)/2) / C(m-1, k-1) * 2 C(m-1, (m-1)/2) / 2^m for
+    * MAJORITY on m bits, m odd (O'Donnell 2014, section 5.3): for odd k, f^(S) =
+      (-1)^((k-1)/2) C((m-1)/2, (k-1)/2) / C(m-1, k-1) * 2 C(m-1, (m-1)/2) / 2^m for
       each of the C(m, k) sets |S| = k; even degrees carry nothing.
     """
     N = check_n(N, maximum=62)
@@ -123,12 +126,14 @@ def closed_form_weights(f: BooleanFunction, N: int) -> np.ndarray:
             W[m] = 1.0
             return W
         if m % 2 == 0:
-            raise ValueError(f"closed form for MAJORITY needs an odd number of bits, got {m}")
+            raise ValueError(f"closed form for MAJORITY needs an odd number of bits, "
+                             f"got {m}")
         h = (m - 1) // 2
         for k in range(1, m + 1, 2):
             coef = Fraction(comb(h, (k - 1) // 2), comb(m - 1, k - 1)) \
                 * Fraction(2 * comb(m - 1, h), 2**m)
             W[k] = float(comb(m, k) * coef * coef)
         return W
-    raise ValueError(f"no closed form for {f!r}; allowed: constants, PARITY, FIRST, DICTATOR, "
-                     f"sparse PARITY, MAJORITY and sparse MAJORITY on an odd number of bits")
+    raise ValueError(f"no closed form for {f!r}; allowed: constants, PARITY, FIRST, "
+                     f"DICTATOR, sparse PARITY, MAJORITY and sparse MAJORITY on an odd "
+                     f"number of bits")

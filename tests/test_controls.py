@@ -1,5 +1,5 @@
-"""Chapter 7's architectures: each population call against a loop over single modules, and
-the single modules against independent implementations (the Recognizer, nn.LSTM)."""
+"""Chapter 7's architectures: each population call against a loop over single modules,
+and the single modules against independent implementations (the Recognizer, nn.LSTM)."""
 import numpy as np
 import pytest
 import torch
@@ -46,8 +46,9 @@ def test_post_norm_transformer_is_the_recognizer_and_the_others_differ():
         assert (outs[norm] - outs["post"]).abs().max() > 1e-3, norm
     # the transformer variants of a seed carry exactly the Recognizer's theta
     pre = C.single_model("pre-LN", 7, init="gaussian", eps=1e-5)
-    assert torch.equal(torch.cat([p.reshape(-1) for p in pre.parameters()]),
-                       sb.Recognizer.random(1, 16, 2, 2, init="gaussian", seed=7).flat()[0])
+    rec7 = sb.Recognizer.random(1, 16, 2, 2, init="gaussian", seed=7)
+    flat = torch.cat([p.reshape(-1) for p in pre.parameters()])
+    assert torch.equal(flat, rec7.flat()[0])
 
 
 def test_norms_follow_their_definitions():
@@ -98,13 +99,15 @@ def test_profiler_and_trainer_accept_populations():
         prof = sb.sensitivity_profile(pop, N, progress=False)
         table = sb.truth_table(pop, N, progress=False)
         for p in range(2):
-            one = sb.profile_from_table(sb.truth_table(pop.member(p), N, progress=False))
+            one = sb.truth_table(pop.member(p), N, progress=False)
+            one = sb.profile_from_table(one)
             assert torch.equal(prof.counts[p], one.counts), arch
         assert torch.equal(prof.counts, sb.profile_from_table(table).counts)
         before = [t.detach().clone() for t in pop.parameters()]
         pr = sb.Protocol(steps=3, batch=8)
         sb.train_population(pop, sb.PARITY, N, [0, 1], pr, progress=False)
-        assert all((a != b.detach()).any() for a, b in zip(before, pop.parameters())), arch
+        after = list(pop.parameters())
+        assert all((a != b.detach()).any() for a, b in zip(before, after)), arch
 
 
 def test_training_models_are_independent():
@@ -130,10 +133,26 @@ def test_bad_arguments():
 
 
 def test_survey_runner_is_the_profile_of_the_rebuilt_models():
-    cfg = dict(arch="pre-LN", init="uniform", N=5, seeds=[0, 1, 2], eps=0.0, D=16, L=2, H=2)
+    cfg = dict(arch="pre-LN", init="uniform", N=5, seeds=[0, 1, 2], eps=0.0, D=16, L=2,
+               H=2)
     r = C.survey_one(cfg)
     pop = C.control_population("pre-LN", [0, 1, 2], N=5)
     table = sb.truth_table(pop, 5, progress=False)
     assert r["K"] == sb.profile_from_table(table).counts.tolist()
     W = sb.spectral_weights(table)
     assert np.allclose([w for w in r["W"]], W.numpy())
+
+
+def test_rank_correlation():
+    a = np.arange(20.0)
+    r, lo, hi = C.rank_correlation(a, a**3)          # monotone: exactly 1
+    assert r == pytest.approx(1) and hi == pytest.approx(1)
+    r, lo, hi = C.rank_correlation(a, -np.exp(a))
+    assert r == pytest.approx(-1)
+    g = np.random.default_rng(0)
+    x = g.normal(size=400)
+    r, lo, hi = C.rank_correlation(x, x + g.normal(size=400))
+    assert lo < r < hi and lo > 0.5                 # Pearson 0.71: Spearman about 0.69
+    # ties get average ranks: identical to the correlation of average ranks
+    r, _, _ = C.rank_correlation([1, 1, 2, 3], [1, 2, 2, 3])
+    assert r == pytest.approx(np.corrcoef([0.5, 0.5, 2, 3], [0, 1.5, 1.5, 3])[0, 1])

@@ -1,4 +1,4 @@
-"""The fast Walsh–Hadamard transform against the naive O(4^N) sum, and the closed forms."""
+"""The fast Walsh–Hadamard transform against the naive O(4^N) sum; the closed forms."""
 import itertools
 from math import comb
 
@@ -42,7 +42,8 @@ def test_weights_by_degree_and_parseval(N):
     W = sb.spectral_weights(tables)
     deg = degrees(N).numpy()
     for t, w in zip(tables, W):
-        c = naive_spectrum(t, N) if N <= 6 else sb.walsh_hadamard(t).numpy().astype(np.int64)
+        fast = sb.walsh_hadamard(t).numpy().astype(np.int64)
+        c = naive_spectrum(t, N) if N <= 6 else fast
         want = np.bincount(deg, weights=c.astype(float) ** 2, minlength=N + 1) / 4.0**N
         assert np.allclose(w.numpy(), want, atol=0, rtol=1e-15)
     assert torch.allclose(W.sum(-1), torch.ones(3, dtype=torch.float64), atol=1e-15)
@@ -61,7 +62,8 @@ def test_total_influence_is_average_sensitivity(N):
 
 @pytest.mark.parametrize("N", [1, 3, 4, 7, 10])
 def test_closed_forms_against_the_transform(N):
-    fams = [sb.PARITY, sb.FIRST, sb.Constant(1), sb.Dictator(N), sb.sparse_parity([1, N])]
+    fams = [sb.PARITY, sb.FIRST, sb.Constant(1), sb.Dictator(N),
+            sb.sparse_parity([1, N])]
     if N % 2:
         fams.append(sb.MAJORITY)
     if N >= 3:
@@ -74,7 +76,8 @@ def test_closed_forms_against_the_transform(N):
 
 
 def test_majority_closed_form_known_values():
-    # W_1(MAJ_3) = 3 (1/2)^2 = 3/4 and W_3 = 1/4; W_1(MAJ_n) decreases to 2/pi (O'Donnell 5.2)
+    # W_1(MAJ_3) = 3 (1/2)^2 = 3/4 and W_3 = 1/4; W_1(MAJ_n) decreases to 2/pi
+    # (O'Donnell 5.2)
     assert np.allclose(sb.closed_form_weights(sb.MAJORITY, 3), [0, 0.75, 0, 0.25])
     w1 = [sb.closed_form_weights(sb.MAJORITY, n)[1] for n in (3, 9, 51, 61)]
     assert all(a > b > 2 / np.pi for a, b in zip(w1, w1[1:]))
@@ -83,10 +86,12 @@ def test_majority_closed_form_known_values():
 @pytest.mark.parametrize("N", [2, 3])
 def test_random_function_weights_average_over_all_functions(N):
     # the mean over all 2^(2^N) functions, exactly
-    tables = torch.tensor(list(itertools.product([0, 1], repeat=2**N)), dtype=torch.int8)
+    tables = list(itertools.product([0, 1], repeat=2**N))
+    tables = torch.tensor(tables, dtype=torch.int8)
     W = sb.spectral_weights(tables).mean(0).numpy()
     assert np.allclose(W, sb.random_function_weights(N), atol=1e-15)
-    assert np.allclose(sb.random_function_weights(N) * 2**N, [comb(N, k) for k in range(N + 1)])
+    binom = [comb(N, k) for k in range(N + 1)]
+    assert np.allclose(sb.random_function_weights(N) * 2**N, binom)
 
 
 def test_bad_tables_are_refused():

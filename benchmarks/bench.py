@@ -10,7 +10,10 @@ Prints one table of figures measured in this run on this machine (CPU, and CUDA 
 2. sampled profiles at N = 256 and 1024: (strings x flips) evaluated per second;
 3. training a population: P = 16 seeds in one batched model vs one after another (Adam + MSE);
 4. the floor: FLOPs of the standard forward pass (every layer at every position) over the
-   matrix-multiply rate measured in this run, and the fraction of that rate the profiler reaches.
+   matrix-multiply rate measured in this run, and the fraction of that rate the profiler reaches;
+5. the Fourier spectrum (``sb.spectral_weights``, the fast Walsh-Hadamard transform, O(N 2^N)
+   per table): table entries per second, beside ``sb.profile_from_table`` (the profile from the
+   same tables, the profiler's last step) and the profiler's model*strings/s of item 1.
 
 Every figure is measured over a fixed amount of work (wall clock; ratios come from one run).
 """
@@ -231,6 +234,21 @@ def training(device, args, rows, P=16, steps=20, N=10, D=64, L=4, batch=64):
     print(*rows[-1], sep="  |  ", flush=True)
 
 
+def fourier(device, args, rows):
+    sizes = [(16, 64), (20, 8), (24, 1 if device.type == "cpu" and not args.full else 4)]
+    for N, P in sizes:
+        g = torch.Generator().manual_seed(N)
+        tables = torch.randint(0, 2, (P, 2**N), generator=g, dtype=torch.int8).to(device)
+        reps = max(1, 2**22 // (P * 2**N))
+        t_w = timed(lambda: sb.spectral_weights(tables), device, reps)
+        t_p = timed(lambda: sb.profile_from_table(tables), device, reps)
+        rows.append((f"5. Fourier spectrum N={N}, {P} tables",
+                     f"{P * 2**N / t_w:,.0f} entries/s ({t_w:.3g} s)",
+                     f"profile_from_table on the same tables {P * 2**N / t_p:,.0f} entries/s "
+                     f"({t_p:.3g} s): spectrum x{t_p / t_w:,.2f}"))
+        print(*rows[-1], sep="  |  ", flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--full", action="store_true",
@@ -262,6 +280,7 @@ def main():
         sampled(device, args, rows)
         training(device, args, rows)                       # the literature's size
         training(device, args, rows, steps=40, D=16, L=2)   # a small model: overhead-bound
+        fourier(device, args, rows)
         print("\n| item | measured | ratio / fraction |\n|---|---|---|")
         for r in rows:
             print("| " + " | ".join(r) + " |")

@@ -13,6 +13,8 @@ Companion package of the executable book following Kövér, Butoi, Svete, Hahn &
 * ``constructions``, ``volume``: exact PARITY/FIRST/MAJORITY transformers, basins, K_0 growth,
   the parameter-function map (chapter 5);
 * ``train``: population training (chapter 6);
+* ``fourier``, ``controls``: Walsh–Hadamard spectra; other architectures as populations
+  (chapter 7);
 * ``experiments``, ``sweep``, ``cli``: every expensive computation as an experiment with stored,
   resumable results (``sensbook list``, ``sensbook sweep``).
 """
@@ -48,6 +50,10 @@ from .volume import (Agreement, FunctionCensus, affine_class, agreement, basin_c
                      parameter_function_map, perturb, table_ids, theorem45_bound, wilson_interval)
 from .volume import (K0_ARCHS, K0_MARGIN, K0_N0, basin_arrays, basin_lengths, basin_merge,
                      basin_sigmas, ch5_sizes, k0_merge, pf_merge)
+from .fourier import (closed_form_weights, random_function_weights, spectral_weights,
+                      total_influence, walsh_hadamard)
+from .controls import ARCHS as CONTROL_ARCHS
+from .controls import Population, control_population
 
 try:                                   # one source of truth for the version: pyproject.toml
     __version__ = _version("sensbook")

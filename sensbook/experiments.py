@@ -26,7 +26,8 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 # Modules that register experiments (imported on first use of the registry).
-_MODULES = ("sensbook.survey", "sensbook.geometry", "sensbook.volume", "sensbook.train")
+_MODULES = ("sensbook.survey", "sensbook.geometry", "sensbook.volume", "sensbook.train",
+            "sensbook.controls")
 
 #: The reference machine's budget for the book's experiments at ``book`` scale (seconds of the
 #: 25-minute ``make book`` budget left after kernels start and the chapters' own light cells).

@@ -1,0 +1,539 @@
+"""Controls for chapter 7: which ingredient makes the low-sensitivity bias?
+
+Six architectures, each a population of P models evaluated in one call, so that
+:func:`sensbook.sensitivity_profile` and :func:`sensbook.train_population` take them
+unchanged (``model(x)`` with x of shape (B, N) or (P, B, N) gives (P, B); attributes
+``P``, ``device``, ``dtype``):
+
+* ``post-LN``: the book's :class:`sensbook.Recognizer` itself;
+* ``pre-LN``, ``no-LN``, ``RMS``: :class:`Transformer`, one model with the Recognizer's
+  parameters (same names and shapes without the population axis, same embedding,
+  attention, FFN and read-out) and another normalisation: pre-LN ``y + MHA(LN(y))``,
+  ``y + FFN(LN(y))`` and a final LN before the read-out; no normalisation at all; or
+  RMS-norm ``d / sqrt(mean(d^2) + eps)`` (eps inside the root) where post-LN has its
+  layer norms. Drawn from the same seed they get exactly the Recognizer's theta: a
+  paired comparison;
+* ``LSTM``: :class:`LSTM`, token embeddings read left to right by one LSTM layer of
+  width D (PyTorch's gate equations), T = w . h_N + omega;
+* ``MLP``: :class:`MLP`, the bits x_1..x_N as one input vector (fixed N), two ReLU
+  layers of width 4D, a linear read-out.
+
+Populations of the single-model modules are :class:`Population`: ``torch.func`` stacks
+the P modules' parameters (``stack_module_state``) and maps one ``functional_call`` over
+them (``vmap``). (``nn.LSTM`` has no vmap rule, hence the LSTM cell written with plain
+matrices; ``tests/test_controls.py`` checks it against ``nn.LSTM``.)
+
+Initialisations: the four schemes of :data:`sensbook.INITS`, by the rule of
+:meth:`sensbook.Recognizer.random` (matrices in ``x @ W`` layout, fan-in = rows; vectors
+uniform on +-scale/sqrt(width)); model p depends only on its own seed.
+"""
+from __future__ import annotations
+
+import copy
+import math
+import time
+
+import numpy as np
+import torch
+from torch import nn
+from torch.func import functional_call, stack_module_state, vmap
+
+from .boolean import check_n, check_strings
+from .experiments import Experiment, register
+from .model import INITS, Recognizer, positional_features
+
+ARCHS = ("post-LN", "pre-LN", "no-LN", "RMS", "LSTM", "MLP")
+NORMS = {"post-LN": "post", "pre-LN": "pre", "no-LN": "none", "RMS": "rms"}
+
+
+# ---- single models -------------------------------------------------------------------
+class Transformer(nn.Module):
+    """One transformer with the Recognizer's parameters and normalisation ``norm``:
+    ``post`` (the Recognizer's own equations), ``pre``, ``none`` or ``rms``."""
+
+    def __init__(self, D=16, L=2, H=1, F=None, norm="post", eps=0.0):
+        super().__init__()
+        if norm not in ("post", "pre", "none", "rms"):
+            raise ValueError(f"norm={norm!r} is unknown; allowed: post, pre, none, rms")
+        if D % H:
+            raise ValueError(f"D={D} must be divisible by the number of heads H={H}")
+        F = 4 * D if F is None else F
+        self.D, self.L, self.H, self.F = D, L, H, F
+        self.norm, self.eps = norm, float(eps)
+        z = lambda *s: nn.Parameter(torch.zeros(*s))
+        self.tok, self.pos = z(3, D), z(3, D)
+        self.layers = nn.ModuleList()
+        for _ in range(L):
+            lay = nn.Module()
+            for m in ("Wq", "Wk", "Wv", "Wo"):
+                setattr(lay, m, z(D, D))
+            for b in ("bq", "bk", "bv", "bo", "b2"):
+                setattr(lay, b, z(D))
+            lay.W1, lay.b1, lay.W2 = z(D, F), z(F), z(F, D)
+            self.layers.append(lay)
+        self.w, self.omega = z(D), z(())
+
+    def _norm(self, d):
+        if self.norm == "rms":
+            return d / torch.sqrt((d * d).mean(-1, keepdim=True) + self.eps)
+        c = d - d.mean(-1, keepdim=True)
+        return c / torch.sqrt((c * c).mean(-1, keepdim=True) + self.eps)
+
+    def _attention(self, h, lay):
+        B, S, D = h.shape
+        H, dh = self.H, D // self.H
+        heads = lambda t: t.reshape(B, S, H, dh).transpose(1, 2)         # (B, H, S, dh)
+        q, k, v = (heads(h @ W + b) for W, b in ((lay.Wq, lay.bq), (lay.Wk, lay.bk),
+                                                  (lay.Wv, lay.bv)))
+        a = torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(dh), -1) @ v
+        return a.transpose(1, 2).reshape(B, S, D) @ lay.Wo + lay.bo
+
+    def forward(self, x):
+        """T for strings x of shape (B, N): shape (B,)."""
+        B, N = x.shape
+        e0, e1, eos = self.tok[0], self.tok[1], self.tok[2]
+        h = torch.cat([e0 + x.unsqueeze(-1) * (e1 - e0), eos.expand(B, 1, self.D)], 1)
+        h = h + positional_features(N, device=x.device, dtype=x.dtype) @ self.pos
+        ffn = lambda u, lay: torch.relu(u @ lay.W1 + lay.b1) @ lay.W2 + lay.b2
+        for lay in self.layers:
+            if self.norm == "pre":
+                h = h + self._attention(self._norm(h), lay)
+                h = h + ffn(self._norm(h), lay)
+            elif self.norm == "none":
+                h = h + self._attention(h, lay)
+                h = h + ffn(h, lay)
+            else:
+                h = self._norm(h + self._attention(h, lay))
+                h = self._norm(h + ffn(h, lay))
+        y = self._norm(h[:, -1]) if self.norm == "pre" else h[:, -1]
+        return y @ self.w + self.omega
+
+
+class LSTM(nn.Module):
+    """One LSTM recognizer: embeddings E[x_n] (tokens 0, 1), one LSTM layer of width D
+    read left to right from h = c = 0 (gates i, f, g, o as in ``nn.LSTM``),
+    T = w . h_N + omega."""
+
+    def __init__(self, D=16):
+        super().__init__()
+        self.D = D
+        z = lambda *s: nn.Parameter(torch.zeros(*s))
+        self.tok = z(2, D)
+        self.W_ih, self.W_hh = z(D, 4 * D), z(D, 4 * D)
+        self.b_ih, self.b_hh = z(4 * D), z(4 * D)
+        self.w, self.omega = z(D), z(())
+
+    def forward(self, x):
+        e = self.tok[0] + x.unsqueeze(-1) * (self.tok[1] - self.tok[0])      # (B, N, D)
+        gx = e @ self.W_ih + self.b_ih + self.b_hh              # all steps at once
+        h = c = x.new_zeros(x.shape[0], self.D)
+        for n in range(x.shape[1]):
+            i, f, g, o = (gx[:, n] + h @ self.W_hh).chunk(4, -1)
+            c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
+            h = torch.sigmoid(o) * torch.tanh(c)
+        return h @ self.w + self.omega
+
+
+class MLP(nn.Module):
+    """One MLP on the string as a vector (fixed N):
+    x -> ReLU(x W1 + b1) -> ReLU(. W2 + b2)
+    -> . w + omega, hidden width ``width``."""
+
+    def __init__(self, N, width=64):
+        super().__init__()
+        self.N, self.D = check_n(N), width
+        z = lambda *s: nn.Parameter(torch.zeros(*s))
+        self.W1, self.b1 = z(N, width), z(width)
+        self.W2, self.b2 = z(width, width), z(width)
+        self.w, self.omega = z(width), z(())
+
+    def forward(self, x):
+        if x.shape[-1] != self.N:
+            raise ValueError(f"this MLP reads strings of length N={self.N}, "
+                             f"got {x.shape[-1]}")
+        h = torch.relu(torch.relu(x @ self.W1 + self.b1) @ self.W2 + self.b2)
+        return h @ self.w + self.omega
+
+
+# ---- populations ---------------------------------------------------------------------
+class Population(nn.Module):
+    """P modules of one architecture with independent parameters, evaluated in one call.
+
+    ``Population(modules)`` stacks their parameters (``torch.func.stack_module_state``);
+    the forward maps ``functional_call`` of one parameter-less copy over the P models
+    (``vmap``). ``model(x)``: x of shape (B, N) (the same strings for every model) or
+    (P, B, N); output (P, B). :meth:`member` gives model p back as an ordinary module.
+    """
+
+    def __init__(self, modules):
+        super().__init__()
+        modules = list(modules)
+        if not modules or not all(isinstance(m, nn.Module) for m in modules):
+            raise ValueError("modules must be a non-empty list of nn.Module")
+        if any(True for _ in modules[0].buffers()):
+            raise ValueError("modules with buffers are not supported")
+        params, _ = stack_module_state(modules)
+        self.P = len(modules)
+        self._names = list(params)
+        self.stacked = nn.ParameterList([nn.Parameter(params[n].detach().clone())
+                                         for n in self._names])
+        self._base = [copy.deepcopy(modules[0]).to("meta")]   # a list: not a submodule
+
+    @property
+    def device(self):
+        return self.stacked[0].device
+
+    @property
+    def dtype(self):
+        return self.stacked[0].dtype
+
+    @property
+    def base(self) -> nn.Module:
+        return self._base[0]
+
+    def params(self) -> dict:
+        """The stacked parameters by the single module's names, each (P, ...)."""
+        return dict(zip(self._names, self.stacked))
+
+    def member(self, p: int) -> nn.Module:
+        """Model p as an ordinary module (a copy of its parameters)."""
+        m = copy.deepcopy(self.base).to_empty(device=self.device).to(self.dtype)
+        with torch.no_grad():
+            for n, t in m.named_parameters():
+                t.copy_(self.params()[n][p])
+        return m
+
+    def forward(self, x):
+        x = check_strings(x)
+        if x.dim() not in (2, 3) or (x.dim() == 3 and x.shape[0] != self.P):
+            raise ValueError(f"x must have shape (B, N) or (P, B, N) with P={self.P}, "
+                             f"got {tuple(x.shape)}")
+        x = x.to(device=self.device, dtype=self.dtype)
+        call = lambda p, xs: functional_call(self.base, p, (xs,))
+        return vmap(call, in_dims=(0, 0 if x.dim() == 3 else None))(self.params(), x)
+
+    def memory_per_string(self, N: int) -> int:
+        """Bytes of activations per string for all P models (a generous bound, for
+        sizing the profiler's chunks)."""
+        width = max(getattr(self.base, "D", 16), getattr(self.base, "F", 0) // 2)
+        return self.P * (N + 1) * 16 * width * torch.finfo(self.dtype).bits // 8
+
+    def __repr__(self):
+        return (f"Population(P={self.P}, {type(self.base).__name__}, {self.dtype}, "
+                f"{self.device})")
+
+
+def _draw(module: nn.Module, init: str, scale: float, g: torch.Generator, width: int):
+    """Initialise ``module`` in place by Recognizer.random's rule (module doc)."""
+    with torch.no_grad():
+        for _, p in module.named_parameters():
+            shape = (1, *p.shape)   # the Recognizer draws with its population axis
+            u = lambda: torch.rand(shape, generator=g, dtype=torch.float64) * 2 - 1
+            n = lambda: torch.randn(shape, generator=g, dtype=torch.float64)
+            if init == "uniform":
+                v = scale * u()
+            elif init == "gaussian":
+                v = scale * n()
+            elif p.dim() == 2:                            # a matrix: Xavier / Glorot
+                a = math.sqrt(6 / (p.shape[0] + p.shape[1]))
+                v = a * u() if init == "xavier_uniform" else a / math.sqrt(3) * n()
+                v = scale * v
+            else:                                             # a vector or scalar
+                v = scale * u() / math.sqrt(width)
+            p.copy_(v.reshape(p.shape))
+    return module
+
+
+def single_model(arch: str, seed: int, *, N: int | None = None, D: int = 16,
+                 L: int = 2, H: int = 2, eps: float = 0.0, init: str = "uniform",
+                 scale: float = 1.0):
+    """One model of ``arch`` drawn from ``seed`` (float32, CPU). For the transformers
+    its theta is exactly that of
+    ``Recognizer.random(1, D, L, H, init=init, scale=scale, seed=seed)``."""
+    if arch not in ARCHS:
+        raise ValueError(f"arch={arch!r} is unknown; allowed: {', '.join(ARCHS)}")
+    if init not in INITS:
+        raise ValueError(f"init={init!r} is unknown; allowed: {', '.join(INITS)}")
+    if arch in NORMS:
+        rec = Recognizer.random(1, D, L, H, eps=eps, init=init, scale=scale,
+                                seed=int(seed))
+        if arch == "post-LN":
+            return rec
+        m = Transformer(D, L, H, norm=NORMS[arch], eps=eps)
+        theta = dict(rec.named_parameters())
+        with torch.no_grad():
+            for name, t in m.named_parameters():
+                t.copy_(theta[name][0])
+        return m
+    g = torch.Generator().manual_seed(int(seed))
+    if arch == "LSTM":
+        return _draw(LSTM(D), init, scale, g, D)
+    if N is None:
+        raise ValueError("arch='MLP' reads a fixed length: pass N")
+    return _draw(MLP(N, 4 * D), init, scale, g, 4 * D)
+
+
+def control_population(arch: str, seeds, *, N: int | None = None, D: int = 16,
+                       L: int = 2, H: int = 2, eps: float = 0.0, init: str = "uniform",
+                       scale: float = 1.0, device=None, dtype=torch.float32):
+    """P = len(seeds) models of ``arch`` (one of :data:`ARCHS`); model p depends only on
+    ``seeds[p]`` (:func:`single_model`). ``post-LN`` gives a
+    :class:`sensbook.Recognizer`, the
+    others a :class:`Population`. ``N`` is needed by the MLP only (it reads a fixed
+    length)."""
+    seeds = [int(s) for s in seeds]
+    if not seeds:
+        raise ValueError("seeds must be a non-empty list of integers")
+    kw = dict(N=N, D=D, L=L, H=H, eps=eps, init=init, scale=scale)
+    models = [single_model(arch, s, **kw) for s in seeds]
+    if arch == "post-LN":
+        theta = torch.cat([m.flat() for m in models])
+        pop = Recognizer(len(seeds), D, L, H, eps=eps, dtype=dtype)
+        pop.set_flat(theta.to(dtype))
+    else:
+        pop = Population(models).to(dtype)
+    return pop.to(device if device is not None else "cpu")
+
+
+# ---- experiments ---------------------------------------------------------------------
+def _with_one_thread(fn, config, dev):
+    threads = torch.get_num_threads()
+    if dev.type == "cpu":
+        torch.set_num_threads(1)
+    try:
+        return fn(config, dev)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _device(config):
+    from .scale import device
+    return device()
+
+
+def survey_one(config: dict) -> dict:
+    """E1 for one (arch, init, N) cell: exact profiles and Fourier weights of P random
+    models.
+
+    ``config``: ``arch`` (one of :data:`ARCHS`, or ``random`` for uniformly random truth
+    tables, the control), ``init``, ``N``, ``seeds``, ``D``, ``L``, ``H``, ``eps``.
+    Results per model: ``K`` (K_0..K_N), ``complete``, ``W`` (W_0..W_N; None for an
+    incomplete model).
+    """
+    return _with_one_thread(_survey, config, _device(config))
+
+
+def _survey(config, dev):
+    from .profile import truth_table
+
+    N = check_n(config["N"], maximum=20)
+    seeds = config["seeds"]
+    c0 = time.process_time()
+    if config["arch"] == "random":
+        g = torch.Generator().manual_seed(int(seeds[0]))
+        table = torch.randint(0, 2, (len(seeds), 2**N), generator=g, dtype=torch.int8)
+        table = table.to(dev)
+    else:
+        model = control_population(config["arch"], seeds, N=N, D=config["D"],
+                                   L=config["L"], H=config["H"], eps=config["eps"],
+                                   init=config["init"], device=dev)
+        table = truth_table(model, N, progress=False, chunk_size=256)
+    return {**_summary(table), "cpu_seconds": time.process_time() - c0}
+
+
+def _summary(table):
+    """K, completeness and Fourier weights (None for a model with an undecided or
+    non-finite string: it has no Fourier expansion) of a population's truth table."""
+    from .fourier import spectral_weights
+    from .profile import profile_from_table
+
+    prof = profile_from_table(table)
+    ok = prof.complete & (table >= 0).all(-1)
+    W = [None] * len(ok)
+    if ok.any():
+        for i, w in zip(torch.nonzero(ok).flatten().tolist(),
+                        spectral_weights(table[ok]).cpu().tolist()):
+            W[i] = w
+    return {"K": prof.counts.cpu().tolist(), "complete": ok.cpu().tolist(), "W": W}
+
+
+#: Chapter 7's sizes per scale (the one place they live). Survey: ``Ns``, ``P`` models
+#: per (arch, init, N) cell, the same P seeds at every N (one population followed across
+#: N). Training: ``train_N``, ``targets``, ``seeds`` per cell, ``steps``, ``batch``.
+CH7_SIZES = {
+    "ci": dict(Ns=[6, 8], P=24, n_random=400, train_N=7, targets=["PARITY", "MAJORITY"],
+               seeds=3, steps=150, batch=64),
+    "book": dict(Ns=[6, 8, 10], P=64, n_random=2000, train_N=9,
+                 targets=["PARITY", "MAJORITY"], seeds=4, steps=300, batch=64),
+    "paper": dict(Ns=[6, 8, 10, 12, 14], P=512, n_random=20000, train_N=11,
+                  targets=["PARITY", "MAJORITY", "FIRST"], seeds=16, steps=3000,
+                  batch=256),
+}
+CH7_SHAPE = dict(D=16, L=2, H=2)
+
+
+def ch7_survey_configs(scale: str) -> list:
+    """One config per (arch, init, N) plus the random-function control per N."""
+    s = CH7_SIZES[scale]
+    out = []
+    for N in s["Ns"]:
+        for arch in ARCHS:
+            for init in INITS:
+                out.append(dict(arch=arch, init=init, N=N, seeds=list(range(s["P"])),
+                                eps=0.0, **CH7_SHAPE))
+        out.append(dict(arch="random", init="-", N=N, eps=0.0, **CH7_SHAPE,
+                        seeds=list(range(1000 + N, 1000 + N + s["n_random"]))))
+    return out
+
+
+#: CPU-seconds (one thread) per model built and per model x string evaluated, fitted on
+#: the ci and book runs (the LSTM's per-string cost is per step, times N).
+_BUILD = {"post-LN": 3e-3, "pre-LN": 3e-3, "no-LN": 3e-3, "RMS": 3e-3, "LSTM": 5e-4,
+          "MLP": 5e-4, "random": 0.0}
+_EVAL = {"post-LN": 1.2e-5, "pre-LN": 3e-5, "no-LN": 3e-5, "RMS": 3e-5, "LSTM": 1e-6,
+         "MLP": 7e-7, "random": 1.4e-7}
+
+
+def survey_cost(config: dict) -> float:
+    """Predicted seconds: P models built, P x 2^N evaluations, a fixed start."""
+    arch, P, N = config["arch"], len(config["seeds"]), config["N"]
+    per = _EVAL[arch] * (N if arch == "LSTM" else 1)
+    return 0.05 + P * _BUILD[arch] + P * 2**N * per
+
+
+register(Experiment("ch7.survey", ch7_survey_configs, "sensbook.controls:survey_one",
+                    survey_cost,
+                    doc="E1 profiles and Fourier weights of six architectures"))
+
+
+def train_one(config: dict) -> dict:
+    """The training experiment for one (arch, target) cell (chapter 6's protocol):
+    accuracy, exact profile and Fourier weights before and after training, per seed."""
+    return _with_one_thread(_train, config, _device(config))
+
+
+def _train(config, dev):
+    from .profile import truth_table
+    from .train import Protocol, accuracy, target, train_population
+
+    N = check_n(config["N"], maximum=16)
+    f = target(config["target"], N)
+    pr = Protocol.from_dict(config["protocol"])
+    seeds = [int(s) for s in config["seeds"]]
+    c0 = time.process_time()
+    model = control_population(config["arch"], seeds, N=N, D=pr.D, L=pr.L, H=pr.H,
+                               eps=pr.eps, init=pr.init, scale=pr.init_scale,
+                               device=dev)
+
+    def measure():
+        table = truth_table(model, N, progress=False, chunk_size=256)
+        return {**_summary(table), "accuracy": accuracy(model, f, N).tolist()}
+
+    before = measure()
+    curve = train_population(model, f, N, seeds, pr, progress=False)
+    after = measure()
+    return {"before": before, "after": after, "final_loss": curve[-1].tolist(),
+            "target_K": f.profile(N).tolist(), "cpu_seconds": time.process_time() - c0}
+
+
+def ch7_train_configs(scale: str) -> list:
+    from .train import Protocol
+
+    s = CH7_SIZES[scale]
+    pr = Protocol(steps=s["steps"], batch=s["batch"], **CH7_SHAPE).to_dict()
+    return [dict(arch=arch, target=t, N=s["train_N"], seeds=list(range(s["seeds"])),
+                 protocol=pr) for t in s["targets"] for arch in ARCHS]
+
+
+#: CPU-seconds per optimizer step (fitted on the ci and book runs: steps are
+#: overhead-bound).
+_STEP = {"post-LN": 0.012, "pre-LN": 0.014, "no-LN": 0.012, "RMS": 0.014,
+         "LSTM": 0.0055, "MLP": 0.0017}
+
+
+def train_cost(config: dict) -> float:
+    """Predicted seconds: steps x a per-architecture constant, growing with
+    seeds x batch."""
+    pr, n = config["protocol"], len(config["seeds"])
+    return 0.5 + pr["steps"] * _STEP[config["arch"]] * (1 + n * pr["batch"] / 512)
+
+
+register(Experiment("ch7.training", ch7_train_configs, "sensbook.controls:train_one",
+                    train_cost,
+                    doc="training the six architectures on PARITY and MAJORITY"))
+
+
+def survey_table(configs, results) -> dict:
+    """The survey's results as arrays with one row per model: ``arch``, ``init``, ``N``,
+    ``K`` (object array of K_0..K_N), ``complete``, ``W`` (object array; None if
+    incomplete)."""
+    rows = {k: [] for k in ("arch", "init", "N", "seed", "K", "complete", "W")}
+    for c, r in zip(configs, results):
+        for i, s in enumerate(c["seeds"]):
+            rows["arch"].append(c["arch"])
+            rows["init"].append(c["init"])
+            rows["N"].append(c["N"])
+            rows["seed"].append(s)
+            rows["K"].append(np.asarray(r["K"][i]))
+            rows["complete"].append(bool(r["complete"][i]))
+            rows["W"].append(None if r["W"][i] is None else np.asarray(r["W"][i]))
+    out = {k: np.asarray(v) for k, v in rows.items() if k not in ("K", "W")}
+    out["K"] = np.empty(len(rows["K"]), dtype=object)
+    out["K"][:] = rows["K"]
+    out["W"] = np.empty(len(rows["W"]), dtype=object)
+    out["W"][:] = rows["W"]
+    return out
+
+
+def summarise(table: dict, arch: str, N: int, z: float = 3.29) -> dict:
+    """E1 numbers of one architecture at one N (pooled over initialisations), from
+    :func:`survey_table`: counts ``n`` (complete models), ``constant``, ``nonconstant``,
+    ``k0_witnessed`` (non-constant with K_0 >= 1), Wilson intervals at ``z`` for the two
+    fractions, and over non-constant models the means and standard errors of K_0/2^N and
+    average sensitivity / N, and the mean weights by degree ``W`` (N+1,)."""
+    from .volume import wilson_interval
+
+    m = (table["arch"] == arch) & (table["N"] == N) & table["complete"]
+    if not m.any():
+        raise ValueError(f"no complete models of arch={arch!r} at N={N}")
+    K = np.stack(table["K"][m]).astype(float)
+    W = np.stack(table["W"][m])
+    const = K[:, 0] == 2**N
+    nc = ~const
+    out = dict(arch=arch, N=N, n=int(m.sum()), constant=int(const.sum()),
+               nonconstant=int(nc.sum()), k0_witnessed=int((K[nc, 0] >= 1).sum()))
+    ci = lambda k, n: tuple(map(float, wilson_interval(k, n, z)))
+    out["constant_ci"] = ci(out["constant"], out["n"])
+    s = lambda v: (float(v.mean()), float(v.std(ddof=1) / np.sqrt(len(v))) if len(v) > 1
+                   else float("nan"))
+    if out["nonconstant"]:
+        out["k0_ci"] = ci(out["k0_witnessed"], out["nonconstant"])
+        out["k0_frac"], out["k0_frac_se"] = s(K[nc, 0] / 2**N)
+        avg = (K[nc] * np.arange(N + 1)).sum(1) / 2**N / N
+        out["as_over_N"], out["as_over_N_se"] = s(avg)
+        out["W"] = W[nc].mean(0)
+        out["W_low"], out["W_low_se"] = s(W[nc, :2].sum(1))
+    return out
+
+
+def rank_correlation(a, b, z: float = 3.29):
+    """Spearman's rank correlation of a and b (average ranks for ties) with a Fisher-z
+    interval (standard error 1.06 / sqrt(n - 3), Fieller et al. 1957): (r, lo, hi)."""
+    a, b = np.asarray(a, float), np.asarray(b, float)
+    if a.shape != b.shape or a.ndim != 1 or len(a) < 4:
+        raise ValueError("a and b must be 1-D of the same length >= 4")
+
+    def ranks(v):
+        order = np.argsort(v, kind="stable")
+        r = np.empty(len(v))
+        r[order] = np.arange(len(v))
+        _, inv = np.unique(v, return_inverse=True)
+        return (np.bincount(inv, r) / np.bincount(inv))[inv]
+
+    ra, rb = ranks(a), ranks(b)
+    if ra.std() == 0 or rb.std() == 0:
+        raise ValueError("rank correlation is undefined for a constant input")
+    r = float(np.corrcoef(ra, rb)[0, 1])
+    h = z * 1.06 / np.sqrt(len(a) - 3)
+    c = np.arctanh(np.clip(r, -0.999999, 0.999999))
+    return r, float(np.tanh(c - h)), float(np.tanh(c + h))

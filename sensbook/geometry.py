@@ -578,7 +578,10 @@ def influence_one(c: dict) -> dict:
     model."""
     m = _ch3_model(c, c["P"], c["seed"])
     x = random_strings(c["N"], c["B"], seed=c["N"])
-    inf = flip_influence(m, x, flip_bits(c["N"], c["K"])).amax((1, 2))
+    bits = flip_bits(c["N"], c["K"])
+    per = m.memory_per_string(c["N"]) * (1 + len(bits))  # one string, its flips
+    chunk = max(1, int(2**30 // per))
+    inf = flip_influence(m, x, bits, chunk=chunk).amax((1, 2))
     return {"max_influence": _enc(inf.double().cpu().numpy())}
 
 
@@ -776,14 +779,21 @@ def _zone_ball(c, n, seed=1):
 
 @torch.no_grad()
 def _max_blowup(model, xs, chunk_bytes=2**27):
-    """max over the strings ``xs`` (B, N) of beta, per model, in chunks of strings:
-    (P,)."""
-    per = max(1, int(chunk_bytes // model.memory_per_string(xs.shape[1])))
-    best = None
-    for a in range(0, xs.shape[0], per):
-        b = blowup(model, xs[a : a + per]).amax(1)
-        best = b if best is None else torch.maximum(best, b)
-    return best
+    """max over the strings ``xs`` (B, N) of beta, per model: (P,). Models and strings
+    are taken in chunks of about ``chunk_bytes`` of activations (see
+    :meth:`Recognizer.memory_per_string`), so any P and B fit in memory."""
+    per_pair = max(1, model.memory_per_string(xs.shape[1]) // model.P)
+    pm = int(min(model.P, max(1, chunk_bytes // per_pair)))
+    ps = int(max(1, chunk_bytes // (pm * per_pair)))
+    out = []
+    for a in range(0, model.P, pm):
+        part = model if pm >= model.P else model.select(slice(a, a + pm))
+        best = None
+        for b in range(0, xs.shape[0], ps):
+            v = blowup(part, xs[b : b + ps]).amax(1)
+            best = v if best is None else torch.maximum(best, v)
+        out.append(best)
+    return torch.cat(out)
 
 
 def danger_zone_one(c: dict) -> dict:
@@ -793,7 +803,7 @@ def danger_zone_one(c: dict) -> dict:
     first ``c["n_nb"]`` points (what Lemma 4.2 needs)."""
     ball = _zone_ball(c, c["n_ball"])
     x = random_strings(c["N"], 1, seed=c["N"])
-    beta = blowup(ball, x)[:, 0]
+    beta = _max_blowup(ball, x)
     beta_nb = []
     if c["n_nb"]:
         nb = ball.select(slice(0, c["n_nb"]))
@@ -811,7 +821,7 @@ def all_strings_one(c: dict) -> dict:
     x = random_strings(c["N"], 1, seed=c["N"])
     allx = index_to_strings(torch.arange(2 ** c["N"]), c["N"], dtype=ball.dtype)
     return {
-        "beta": _enc(blowup(ball, x)[:, 0].double().cpu().numpy()),
+        "beta": _enc(_max_blowup(ball, x).double().cpu().numpy()),
         "beta_all": _enc(_max_blowup(ball, allx).double().cpu().numpy()),
     }
 
@@ -833,13 +843,13 @@ def _ch4_small_ball_configs(scale):
 CH4_N_ZONE = dict(
     ci=[8, 16, 32, 64, 128],
     book=[8, 16, 32, 64, 128, 256, 512],
-    paper=[8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096],
+    paper=[8, 16, 32, 64, 128, 256, 512, 1024, 2048],
 )
 
 
 def _ch4_zone_configs(scale):
     n_ball, n_nb, N_nb = _pick(
-        scale, ci=(4000, 400, 128), book=(10000, 400, 256), paper=(200_000, 2000, 1024)
+        scale, ci=(4000, 400, 128), book=(10000, 400, 256), paper=(100_000, 1000, 512)
     )
     return [
         dict(N=N, n_ball=n_ball, n_nb=n_nb if N <= N_nb else 0, **CH4_ZONE)

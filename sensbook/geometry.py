@@ -1,18 +1,24 @@
-"""Parameter-space geometry: influence, blowup, recognition, packing, small balls, danger zones.
+"""Parameter-space geometry: influence, blowup, recognition, packing, small balls,
+danger zones.
 
-The measurements behind chapters 3 (eps > 0) and 4 (eps = 0) of the book, for populations of
-:class:`sensbook.Recognizer` models (P parameter draws evaluated at once). Numbering of the
-results follows ``paper-notes.md`` (Kövér et al., 2026):
+The measurements behind chapters 3 (eps > 0) and 4 (eps = 0) of the book, for
+populations of :class:`sensbook.Recognizer` models (P parameter draws evaluated at
+once). Numbering of the results follows ``paper-notes.md`` (Kövér et al., 2026):
 
-* Lemma 2.9 / Cor. 3.3: :func:`flip_influence`, :func:`exhaustive_influence` (|T(x) - T(x xor e_i)|);
-* Lemma 3.2: :func:`blowup_bound` ((1 + 1/sqrt(eps))^(2L): this model has 2L layer norms);
-* Cor. 3.4: :func:`recognition` (constant / non-constant / not recognised with margin xi);
-* Prop. 3.5: :func:`distinct_functions` (packing) and :func:`lipschitz_theta` (Lemma 3.1);
-* Section 4 (small-ball heuristic): :func:`layer_norm_variances`, :func:`small_ball_cdf`,
-  :func:`small_ball_exponent` (Hill estimator);
-* Lemma 4.2 (danger zones): :func:`danger_center`, :func:`exceedance` (the l-infinity ball
-  around a centre is :func:`sensbook.perturb` with ``kind='uniform'``).
+* Lemma 2.9 / Cor. 3.3: :func:`flip_influence`, :func:`exhaustive_influence` (|T(x) -
+  T(x xor e_i)|);
+* Lemma 3.2: :func:`blowup_bound` ((1 + 1/sqrt(eps))^(2L): this model has 2L layer
+  norms);
+* Cor. 3.4: :func:`recognition` (constant / non-constant / not recognised with margin
+  xi);
+* Prop. 3.5: :func:`distinct_functions` (packing) and :func:`lipschitz_theta` (Lemma
+  3.1);
+* Section 4 (small-ball heuristic): :func:`layer_norm_variances`,
+  :func:`small_ball_cdf`, :func:`small_ball_exponent` (Hill estimator);
+* Lemma 4.2 (danger zones): :func:`danger_center`, :func:`exceedance` (the l-infinity
+  ball around a centre is :func:`sensbook.perturb` with ``kind='uniform'``).
 """
+
 from __future__ import annotations
 
 import math
@@ -22,21 +28,35 @@ import numpy as np
 import torch
 
 from .boolean import check_n, index_to_strings
-from .model import Recognizer, positional_features
+from .model import Recognizer, blowup, positional_features
 from .profile import ACCEPT, REJECT, classify
 from .scale import progress as _progress
 
 __all__ = [
-    "blowup_bound", "flip_bits", "with_flips", "flip_influence", "output_table", "exhaustive_influence",
-    "Recognition", "recognition", "distinct_functions", "lipschitz_theta",
-    "layer_norm_variances", "small_ball_cdf", "small_ball_exponent", "danger_center",
-    "exceedance", "random_strings",
+    "blowup_bound",
+    "flip_bits",
+    "with_flips",
+    "flip_influence",
+    "output_table",
+    "exhaustive_influence",
+    "Recognition",
+    "recognition",
+    "distinct_functions",
+    "lipschitz_theta",
+    "layer_norm_variances",
+    "small_ball_cdf",
+    "small_ball_exponent",
+    "danger_center",
+    "exceedance",
+    "random_strings",
 ]
 
 
 def _check_model(model):
     if not isinstance(model, Recognizer):
-        raise ValueError(f"model must be a sensbook.Recognizer, got {type(model).__name__}")
+        raise ValueError(
+            f"model must be a sensbook.Recognizer, got {type(model).__name__}"
+        )
     return model
 
 
@@ -49,24 +69,28 @@ def _check_int(name, v, lo=1):
 def _check_pos(name, v, allow_zero=False):
     ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
     if not ok or v < 0 or (v == 0 and not allow_zero):
-        raise ValueError(f"{name} must be a finite number {'>=' if allow_zero else '>'} 0, got {v!r}")
+        raise ValueError(
+            f"{name} must be a finite number {'>=' if allow_zero else '>'} 0, got {v!r}"
+        )
     return float(v)
 
 
-# ---- Lemma 3.2 ------------------------------------------------------------------------------
+# ---- Lemma 3.2 -----------------------------------------------------------------------
 def blowup_bound(eps: float, L: int) -> float:
-    """Lemma 3.2 for this model: beta^L <= (1 + 1/sqrt(eps))^(2L) for every theta, x and N.
+    """Lemma 3.2 for this model: beta^L <= (1 + 1/sqrt(eps))^(2L) for every theta, x and
+    N.
 
-    Each layer norm has z = 1/sqrt(var + eps) <= 1/sqrt(eps), and the model has 2L of them
-    (post-LN after attention and after the feed-forward block), so the product of the 2L
-    factors max_n (1 + z_n) is at most (1 + 1/sqrt(eps))^(2L). ``eps = 0`` gives +inf.
+    Each layer norm has z = 1/sqrt(var + eps) <= 1/sqrt(eps), and the model has 2L of
+    them (post-LN after attention and after the feed-forward block), so the product of
+    the 2L factors max_n (1 + z_n) is at most (1 + 1/sqrt(eps))^(2L). ``eps = 0`` gives
+    +inf.
     """
     eps = _check_pos("eps", eps, allow_zero=True)
     L = _check_int("L", L)
     return math.inf if eps == 0 else (1 + 1 / math.sqrt(eps)) ** (2 * L)
 
 
-# ---- strings and flips ----------------------------------------------------------------------
+# ---- strings and flips ---------------------------------------------------------------
 def random_strings(N: int, B: int, *, seed: int = 0) -> torch.Tensor:
     """B uniform strings of length N (float 0/1, shape (B, N)), seeded."""
     N, B = check_n(N), _check_int("B", B)
@@ -75,11 +99,13 @@ def random_strings(N: int, B: int, *, seed: int = 0) -> torch.Tensor:
 
 
 def flip_bits(N: int, k: int) -> torch.Tensor:
-    """k bit positions (0-based) spread evenly over 0..N-1, in adjacent pairs (both parities).
+    """k bit positions (0-based) spread evenly over 0..N-1, in adjacent pairs (both
+    parities).
 
-    The positional features (n/(N+1), (-1)^n, 1[n=1]) make a bit's influence depend smoothly on
-    n/N and on the parity of n, so pairs (i, i+1) at evenly spaced i, always including the first
-    and the last bit, see every kind of position. Returns all N bits when k >= N.
+    The positional features (n/(N+1), (-1)^n, 1[n=1]) make a bit's influence depend
+    smoothly on n/N and on the parity of n, so pairs (i, i+1) at evenly spaced i, always
+    including the first and the last bit, see every kind of position. Returns all N bits
+    when k >= N.
     """
     N, k = check_n(N), _check_int("k", k)
     if k >= N:
@@ -93,8 +119,12 @@ def with_flips(x: torch.Tensor, bits: torch.Tensor) -> torch.Tensor:
     if x.dim() != 2:
         raise ValueError(f"x must have shape (B, N), got {tuple(x.shape)}")
     bits = torch.as_tensor(bits, dtype=torch.long)
-    if bits.dim() != 1 or (bits.numel() and (bits.min() < 0 or bits.max() >= x.shape[1])):
-        raise ValueError(f"bits must be a 1-d tensor of positions in 0..{x.shape[1] - 1}")
+    if bits.dim() != 1 or (
+        bits.numel() and (bits.min() < 0 or bits.max() >= x.shape[1])
+    ):
+        raise ValueError(
+            f"bits must be a 1-d tensor of positions in 0..{x.shape[1] - 1}"
+        )
     B, N = x.shape
     flips = torch.zeros(len(bits) + 1, N, dtype=x.dtype)
     flips[torch.arange(1, len(bits) + 1), bits] = 1
@@ -102,12 +132,15 @@ def with_flips(x: torch.Tensor, bits: torch.Tensor) -> torch.Tensor:
 
 
 @torch.no_grad()
-def flip_influence(model: Recognizer, x: torch.Tensor, bits=None, *, chunk: int = 64) -> torch.Tensor:
-    """|T(theta, x) - T(theta, x xor e_i)| for each model, string and bit: shape (P, B, k).
+def flip_influence(
+    model: Recognizer, x: torch.Tensor, bits=None, *, chunk: int = 64
+) -> torch.Tensor:
+    """|T(theta, x) - T(theta, x xor e_i)| for each model, string and bit: shape (P, B,
+    k).
 
-    Lemma 2.9 bounds it by C beta(x) beta(x xor e_i) / N; with eps > 0 the blowups are bounded
-    (Lemma 3.2) so it is O(1/N) (Cor. 3.3). ``bits``: positions (default all N); strings are
-    evaluated ``chunk`` at a time (each with its k flips).
+    Lemma 2.9 bounds it by C beta(x) beta(x xor e_i) / N; with eps > 0 the blowups are
+    bounded (Lemma 3.2) so it is O(1/N) (Cor. 3.3). ``bits``: positions (default all N);
+    strings are evaluated ``chunk`` at a time (each with its k flips).
     """
     model = _check_model(model)
     x = torch.as_tensor(x).float()
@@ -117,7 +150,7 @@ def flip_influence(model: Recognizer, x: torch.Tensor, bits=None, *, chunk: int 
     chunk = _check_int("chunk", chunk)
     out = []
     for a in range(0, x.shape[0], chunk):
-        xs = with_flips(x[a:a + chunk], bits)                     # (b, 1+k, N)
+        xs = with_flips(x[a : a + chunk], bits)  # (b, 1+k, N)
         b, k1, N = xs.shape
         T = model(xs.reshape(b * k1, N)).reshape(model.P, b, k1)
         out.append((T[..., 1:] - T[..., :1]).abs())
@@ -125,7 +158,9 @@ def flip_influence(model: Recognizer, x: torch.Tensor, bits=None, *, chunk: int 
 
 
 @torch.no_grad()
-def output_table(model: Recognizer, N: int, *, chunk: int | None = None) -> torch.Tensor:
+def output_table(
+    model: Recognizer, N: int, *, chunk: int | None = None
+) -> torch.Tensor:
     """T(theta, x) on all 2^N strings, in index order: shape (P, 2^N); N <= 20.
 
     ``chunk`` strings per call (default: about 256 MB of activations).
@@ -142,30 +177,35 @@ def output_table(model: Recognizer, N: int, *, chunk: int | None = None) -> torc
     return torch.cat(parts, dim=-1)
 
 
-def exhaustive_influence(model: Recognizer, N: int, *, table: torch.Tensor | None = None) -> torch.Tensor:
+def exhaustive_influence(
+    model: Recognizer, N: int, *, table: torch.Tensor | None = None
+) -> torch.Tensor:
     """max over all 2^N strings x and all N bits i of |T(x) - T(x xor e_i)|: shape (P,).
 
-    Computed from the table of T on all strings (:func:`output_table`, or ``table`` if given):
-    the flipped string of index j has index j XOR 2^i, so each string is evaluated once.
+    Computed from the table of T on all strings (:func:`output_table`, or ``table`` if
+    given): the flipped string of index j has index j XOR 2^i, so each string is
+    evaluated once.
     """
     T = output_table(model, N) if table is None else table
     N = T.shape[-1].bit_length() - 1
-    idx = torch.arange(2**N)
-    best = torch.zeros(T.shape[:-1], dtype=T.dtype)
+    idx = torch.arange(2**N, device=T.device)
+    best = torch.zeros(T.shape[:-1], dtype=T.dtype, device=T.device)
     for i in range(N):
         best = torch.maximum(best, (T - T[..., idx ^ (1 << i)]).abs().amax(-1))
     return best
 
 
-# ---- Cor. 3.4 and Prop. 3.5 -----------------------------------------------------------------
+# ---- Cor. 3.4 and Prop. 3.5 ----------------------------------------------------------
 @dataclass
 class Recognition:
-    """What each of P models recognises at length N with margin xi (bool tensors of shape (P,)).
+    """What each of P models recognises at length N with margin xi (bool tensors of
+    shape (P,)).
 
-    ``recognises``: every string accepted (T >= xi) or rejected (T <= -xi), none undecided or
-    non-finite; ``constant`` / ``nonconstant``: recognises, with one label / with both labels.
-    ``T``: outputs (P, 2^N); ``table``: int8 labels (P, 2^N) as :func:`sensbook.truth_table`'s;
-    ``influence``: max over strings and bits of |T(x) - T(x xor e_i)| (P,).
+    ``recognises``: every string accepted (T >= xi) or rejected (T <= -xi), none
+    undecided or non-finite; ``constant`` / ``nonconstant``: recognises, with one label
+    / with both labels. ``T``: outputs (P, 2^N); ``table``: int8 labels (P, 2^N) as
+    :func:`sensbook.truth_table`'s; ``influence``: max over strings and bits of |T(x) -
+    T(x xor e_i)| (P,).
     """
 
     N: int
@@ -178,12 +218,14 @@ class Recognition:
     influence: torch.Tensor
 
 
-def recognition(model: Recognizer, N: int, margin: float, *, chunk: int | None = None) -> Recognition:
+def recognition(
+    model: Recognizer, N: int, margin: float, *, chunk: int | None = None
+) -> Recognition:
     """Classify each model's behaviour on all 2^N strings with margin xi (Cor. 3.4).
 
-    A model recognises a non-constant function only if some string is accepted and some is
-    rejected; on a path of single flips between them some flip moves T from >= xi to <= -xi,
-    i.e. by at least 2 xi, which Cor. 3.3 forbids for large N when eps > 0. So
+    A model recognises a non-constant function only if some string is accepted and some
+    is rejected; on a path of single flips between them some flip moves T from >= xi to
+    <= -xi, i.e. by at least 2 xi, which Cor. 3.3 forbids for large N when eps > 0. So
     ``nonconstant`` implies ``influence >= 2 margin``.
     """
     margin = _check_pos("margin", margin)
@@ -191,16 +233,25 @@ def recognition(model: Recognizer, N: int, margin: float, *, chunk: int | None =
     table = classify(T, margin)
     rec = ((table == ACCEPT) | (table == REJECT)).all(-1)
     acc, rej = (table == ACCEPT).any(-1), (table == REJECT).any(-1)
-    return Recognition(int(N), margin, T, table, rec, rec & ~(acc & rej), rec & acc & rej,
-                       exhaustive_influence(model, N, table=T))
+    return Recognition(
+        int(N),
+        margin,
+        T,
+        table,
+        rec,
+        rec & ~(acc & rej),
+        rec & acc & rej,
+        exhaustive_influence(model, N, table=T),
+    )
 
 
 def distinct_functions(table: torch.Tensor) -> int:
-    """The number of distinct Boolean functions among the fully decided rows of a label table.
+    """The number of distinct Boolean functions among the fully decided rows of a label
+    table.
 
-    ``table``: (P, 2^N) labels (0/1 decided, negative = undecided or non-finite). Rows with any
-    undecided or non-finite entry do not recognise a function and are ignored (Prop. 3.5 counts
-    functions recognised with margin xi).
+    ``table``: (P, 2^N) labels (0/1 decided, negative = undecided or non-finite). Rows
+    with any undecided or non-finite entry do not recognise a function and are ignored
+    (Prop. 3.5 counts functions recognised with margin xi).
     """
     if not isinstance(table, torch.Tensor) or table.dim() != 2:
         raise ValueError("table must be a (P, 2^N) tensor of labels")
@@ -210,13 +261,17 @@ def distinct_functions(table: torch.Tensor) -> int:
     return int(torch.unique(table[ok].to(torch.int8), dim=0).shape[0])
 
 
-def lipschitz_theta(model: Recognizer, x: torch.Tensor, *, norm: float = 1) -> torch.Tensor:
-    """The local Lipschitz constant of T in theta, ||grad_theta T(theta, x)||_norm: shape (P, B).
+def lipschitz_theta(
+    model: Recognizer, x: torch.Tensor, *, norm: float = 1
+) -> torch.Tensor:
+    """The local Lipschitz constant of T in theta, ||grad_theta T(theta, x)||_norm:
+    shape (P, B).
 
-    Lemma 3.1: for eps > 0, T is Lipschitz in theta with a constant independent of x and N.
-    ``norm = 1`` (default) is the dual of the l-infinity norm, so |T(theta') - T(theta, x)| <=
-    (this) * ||theta' - theta||_inf to first order: the right constant for covering the box Theta
-    by cubes (Prop. 3.5). Each model's gradient is its own (the P models share no parameter).
+    Lemma 3.1: for eps > 0, T is Lipschitz in theta with a constant independent of x and
+    N. ``norm = 1`` (default) is the dual of the l-infinity norm, so |T(theta') -
+    T(theta, x)| <= (this) * ||theta' - theta||_inf to first order: the right constant
+    for covering the box Theta by cubes (Prop. 3.5). Each model's gradient is its own
+    (the P models share no parameter).
     """
     model = _check_model(model)
     x = torch.as_tensor(x).float()
@@ -228,37 +283,60 @@ def lipschitz_theta(model: Recognizer, x: torch.Tensor, *, norm: float = 1) -> t
     out = torch.zeros(model.P, x.shape[0], dtype=torch.float64)
     with torch.enable_grad():
         for b in range(x.shape[0]):
-            T = model(x[b:b + 1]).sum()                      # sum over models: gradients separate
+            T = model(x[b : b + 1]).sum()  # sum over models: gradients separate
             grads = torch.autograd.grad(T, params)
             g = torch.cat([gr.reshape(model.P, -1) for gr in grads], dim=1).double()
-            out[:, b] = torch.linalg.vector_norm(g, ord=norm, dim=1)
+            out[:, b] = torch.linalg.vector_norm(g, ord=norm, dim=1).cpu()
     return out
 
 
-# ---- Section 4: the small-ball law ----------------------------------------------------------
+# ---- Section 4: the small-ball law ---------------------------------------------------
 @torch.no_grad()
-def layer_norm_variances(D: int, n_models: int, *, N: int = 4, L: int = 1, which: int = 0,
-                         position: int = -1, init: str = "uniform", scale: float = 1.0,
-                         seed: int = 0, chunk: int = 20000, x=None, progress: bool = True,
-                         dtype=torch.float64) -> torch.Tensor:
-    """var(d) of one layer-norm input d in R^D under random parameters: shape (n_models,).
+def layer_norm_variances(
+    D: int,
+    n_models: int,
+    *,
+    N: int = 4,
+    L: int = 1,
+    which: int = 0,
+    position: int = -1,
+    init: str = "uniform",
+    scale: float = 1.0,
+    seed: int = 0,
+    chunk: int = 20000,
+    x=None,
+    progress: bool = True,
+    dtype=torch.float64,
+) -> torch.Tensor:
+    """var(d) of one layer-norm input d in R^D under random parameters: shape
+    (n_models,).
 
-    ``which`` picks the layer norm (0..2L-1: two per layer), ``position`` the position (-1 =
-    eos); the string ``x`` defaults to the first of :func:`random_strings`. Models are drawn in
-    chunks (seeds ``seed``, ``seed + 1``, ...) so millions fit in memory. The small-ball
-    heuristic of Section 4: d has a bounded density and its centred part lives in a (D-1)-dim
-    subspace, so P(var(d) < t) ~ c t^((D-1)/2) as t -> 0.
+    ``which`` picks the layer norm (0..2L-1: two per layer), ``position`` the position
+    (-1 = eos); the string ``x`` defaults to the first of :func:`random_strings`. Models
+    are drawn in chunks (seeds ``seed``, ``seed + 1``, ...) so millions fit in memory.
+    The small-ball heuristic of Section 4: d has a bounded density and its centred part
+    lives in a (D-1)-dim subspace, so P(var(d) < t) ~ c t^((D-1)/2) as t -> 0.
     """
     D, n_models = _check_int("D", D, 2), _check_int("n_models", n_models)
     L, chunk = _check_int("L", L), _check_int("chunk", chunk)
     if not 0 <= which < 2 * L:
-        raise ValueError(f"which must be a layer-norm index in 0..{2 * L - 1}, got {which!r}")
-    x = random_strings(N, 1, seed=seed) if x is None else torch.as_tensor(x).float().reshape(1, -1)
+        raise ValueError(
+            f"which must be a layer-norm index in 0..{2 * L - 1}, got {which!r}"
+        )
+    x = (
+        random_strings(N, 1, seed=seed)
+        if x is None
+        else torch.as_tensor(x).float().reshape(1, -1)
+    )
     out = []
     starts = list(range(0, n_models, chunk))
-    for j, a in enumerate(_progress(starts, desc=f"LN variances D={D}", disable=not progress)):
+    for j, a in enumerate(
+        _progress(starts, desc=f"LN variances D={D}", disable=not progress)
+    ):
         P = min(chunk, n_models - a)
-        m = Recognizer.random(P, D, L, 1, eps=0.0, init=init, scale=scale, seed=seed + j, dtype=dtype)
+        m = Recognizer.random(
+            P, D, L, 1, eps=0.0, init=init, scale=scale, seed=seed + j, dtype=dtype
+        )
         out.append(m.trace(x)[1].variances[:, 0, which, position])
     return torch.cat(out)
 
@@ -274,12 +352,13 @@ def small_ball_cdf(samples, t) -> tuple[np.ndarray, np.ndarray]:
 
 
 def small_ball_exponent(samples, *, k: int | None = None, quantile: float = 0.01):
-    """Hill (maximum-likelihood) estimate of a in P(v < t) ~ c t^a from the k smallest samples.
+    """Hill (maximum-likelihood) estimate of a in P(v < t) ~ c t^a from the k smallest
+    samples.
 
-    If P(v < t) = c t^a exactly for t <= t0, the samples below t0, divided by t0, are i.i.d.
-    with P(u < s) = s^a, so -log u is exponential with rate a: the MLE is
-    a_hat = k / sum_i log(t0 / v_(i)) over the k smallest v (t0 = v_(k+1)), with standard
-    error a_hat / sqrt(k). Default k = ``quantile`` * n. Returns (a_hat, stderr, t0, k).
+    If P(v < t) = c t^a exactly for t <= t0, the samples below t0, divided by t0, are
+    i.i.d. with P(u < s) = s^a, so -log u is exponential with rate a: the MLE is a_hat =
+    k / sum_i log(t0 / v_(i)) over the k smallest v (t0 = v_(k+1)), with standard error
+    a_hat / sqrt(k). Default k = ``quantile`` * n. Returns (a_hat, stderr, t0, k).
     """
     v = np.sort(np.asarray(samples, dtype=float).ravel())
     if v.size < 3 or (v <= 0).any():
@@ -290,33 +369,44 @@ def small_ball_exponent(samples, *, k: int | None = None, quantile: float = 0.01
         k = max(2, int(quantile * v.size))
     k = _check_int("k", k, 2)
     if k >= v.size:
-        raise ValueError(f"k must be smaller than the number of samples ({v.size}), got {k}")
+        raise ValueError(
+            f"k must be smaller than the number of samples ({v.size}), got {k}"
+        )
     t0 = v[k]
     a = k / np.log(t0 / v[:k]).sum()
     return float(a), float(a / math.sqrt(k)), float(t0), k
 
 
-# ---- Lemma 4.2: danger zones ----------------------------------------------------------------
+# ---- Lemma 4.2: danger zones ---------------------------------------------------------
 @torch.no_grad()
-def danger_center(N: int, *, D: int = 4, L: int = 1, H: int = 1, init: str = "uniform",
-                  seed: int = 0, dtype=torch.float64) -> Recognizer:
-    """A random model moved to the centre of a danger zone: the first layer norm's input at eos
-    has variance exactly 0 (on every string of length N with the same parity of N).
+def danger_center(
+    N: int,
+    *,
+    D: int = 4,
+    L: int = 1,
+    H: int = 1,
+    init: str = "uniform",
+    seed: int = 0,
+    dtype=torch.float64,
+) -> Recognizer:
+    """A random model moved to the centre of a danger zone: the first layer norm's input
+    at eos has variance exactly 0 (on every string of length N with the same parity of
+    N).
 
-    Starting from ``Recognizer.random(1, D, L, H, init=init, seed=seed)``, the first attention
-    block's output map (Wo, bo) is set to 0 and the eos token embedding to
-    c 1 - phi(N+1) P_pos, so the LN input tok[eos] + phi(N+1) P_pos + attention = c 1 is
-    constant (c = mean of the old embedding). With eps = 0 this model's output is NaN and its
-    blowup infinite; Lemma 4.2 says that a random point of a small ball around it is still safe
-    with high probability.
+    Starting from ``Recognizer.random(1, D, L, H, init=init, seed=seed)``, the first
+    attention block's output map (Wo, bo) is set to 0 and the eos token embedding to c 1
+    - phi(N+1) P_pos, so the LN input tok[eos] + phi(N+1) P_pos + attention = c 1 is
+    constant (c = mean of the old embedding). With eps = 0 this model's output is NaN
+    and its blowup infinite; Lemma 4.2 says that a random point of a small ball around
+    it is still safe with high probability.
     """
     N = check_n(N)
     m = Recognizer.random(1, D, L, H, eps=0.0, init=init, seed=seed, dtype=dtype)
     lay = m.layers[0]
     lay.Wo.zero_()
     lay.bo.zero_()
-    phi = positional_features(N, dtype=dtype)[-1]                  # eos features (1, +-1, 0)
-    shift = phi @ m.pos[0]                                         # (D,)
+    phi = positional_features(N, dtype=dtype)[-1]  # eos features (1, +-1, 0)
+    shift = phi @ m.pos[0]  # (D,)
     c = m.tok[0, 2].mean()
     m.tok[0, 2] = c - shift
     return m
@@ -324,10 +414,500 @@ def danger_center(N: int, *, D: int = 4, L: int = 1, H: int = 1, init: str = "un
 
 @torch.no_grad()
 def exceedance(values, thresholds):
-    """For each threshold b: the fraction of ``values`` above b and its standard error."""
+    """For each threshold b: the fraction of ``values`` above b and its standard
+    error."""
     v = torch.as_tensor(values, dtype=torch.float64).reshape(-1)
     b = torch.as_tensor(thresholds, dtype=torch.float64).reshape(-1)
     if v.numel() == 0:
         raise ValueError("values must be non-empty")
     p = (v.unsqueeze(0) > b.unsqueeze(1)).double().mean(1)
     return p.numpy(), (p * (1 - p) / v.numel()).sqrt().numpy()
+
+
+# ---- uncertainty of a fitted rate ----------------------------------------------------
+def power_slope_interval(
+    Ns,
+    samples,
+    *,
+    q: float = 0.5,
+    n_boot: int = 2000,
+    level: float = 0.95,
+    seed: int = 0,
+):
+    """Log-log slope of the ``q``-quantile over models against N, with a bootstrap
+    interval.
+
+    ``samples``: (P, len(Ns)), one row per model followed across every N (the same
+    models at each N). Models are resampled with replacement (rows, so the dependence
+    between the points of one model is kept); the interval is the central ``level``
+    range of the refitted slopes. Returns (slope, lo, hi).
+    """
+    s = np.asarray(samples, dtype=float)
+    x = np.log(np.asarray(Ns, dtype=float))
+    if s.ndim != 2 or s.shape[1] != x.size or x.size < 2:
+        raise ValueError("samples must have shape (P, len(Ns)) with len(Ns) >= 2")
+    if not (np.isfinite(s).all() and (s > 0).all()):
+        raise ValueError("samples must be finite and positive")
+    if not 0 < level < 1:
+        raise ValueError(f"level must be in (0, 1), got {level!r}")
+    slope = lambda rows: np.polyfit(x, np.log(np.quantile(rows, q, axis=0)), 1)[0]
+    g = np.random.default_rng(seed)
+    boot = [slope(s[g.integers(0, len(s), len(s))]) for _ in range(int(n_boot))]
+    lo, hi = np.quantile(boot, [(1 - level) / 2, (1 + level) / 2])
+    return float(slope(s)), float(lo), float(hi)
+
+
+# ---- the worst case over theta: maximise the blowup ----------------------------------
+def _log_blowup(model: Recognizer, x: torch.Tensor) -> torch.Tensor:
+    """log beta(theta, x) = sum over layer norms of log max_n (1 + z_n), differentiable:
+    (P, B)."""
+    rec = []
+    model._run(x, rec)
+    var = torch.stack([v for v, _ in rec], dim=2)  # (P, B, 2L, S)
+    return torch.log1p(1 / torch.sqrt(var + model.eps)).amax(-1).sum(-1)
+
+
+def maximise_blowup(
+    model: Recognizer,
+    x: torch.Tensor,
+    *,
+    steps: int = 300,
+    lr: tuple = (0.05, 1e-7),
+    every: int = 10,
+    box: float = 1.0,
+):
+    """Gradient ascent on log beta(theta, x) over theta in the box [-box, box]^M (in
+    place).
+
+    Adam, with a step size decaying geometrically from ``lr[0]`` to ``lr[1]``, each
+    parameter clipped to the box after every step; the P models are P independent
+    starts. With eps > 0 Lemma 3.2 caps beta at (1 + 1/sqrt(eps))^(2L) whatever the
+    optimiser does; with eps = 0 the ascent drives layer-norm input variances towards 0
+    and beta grows as far as the step size lets the variances shrink. Returns (steps
+    recorded, beta (len, P, B) as float64 numpy; +inf where a variance reached exactly
+    0).
+    """
+    model = _check_model(model)
+    steps, every = _check_int("steps", steps), _check_int("every", every)
+    box = _check_pos("box", box)
+    if len(lr) != 2 or not 0 < lr[1] <= lr[0]:
+        raise ValueError(f"lr must be (start, end) with 0 < end <= start, got {lr!r}")
+    x = torch.as_tensor(x).float()
+    params = list(model.parameters())
+    with torch.no_grad():
+        for p in params:
+            p.clamp_(-box, box)
+    opt = torch.optim.Adam(params, lr=lr[0])
+    decay = (lr[1] / lr[0]) ** (1 / steps)
+    sched = torch.optim.lr_scheduler.ExponentialLR(opt, decay)
+    done, hist = [], []
+    for t in range(steps + 1):
+        if t % every == 0 or t == steps:
+            done.append(t)
+            hist.append(blowup(model, x).double().cpu().numpy())
+        if t == steps:
+            break
+        with torch.enable_grad():
+            loss = -_log_blowup(model, x)
+            loss = torch.where(torch.isfinite(loss), loss, torch.zeros_like(loss)).sum()
+            opt.zero_grad()
+            loss.backward()
+        for p in params:  # a zero variance: stop that start
+            if p.grad is not None:
+                p.grad.nan_to_num_(0.0, 0.0, 0.0)
+        opt.step()
+        sched.step()
+        with torch.no_grad():
+            for p in params:
+                p.clamp_(-box, box)
+    return np.array(done), np.stack(hist)
+
+
+def _enc(a):
+    """A float array as nested lists, +inf as None (JSON has no inf; NaN is an
+    error)."""
+    a = np.asarray(a, dtype=float)
+    if np.isnan(a).any():
+        raise ValueError("result holds NaN")
+    return np.where(np.isinf(a), None, a).tolist() if np.isinf(a).any() else a.tolist()
+
+
+def dec(v) -> np.ndarray:
+    """Inverse of :func:`_enc` for stored results: a float array, None entries ->
+    +inf."""
+    a = np.array(v, dtype=object)
+    a[np.equal(a, None)] = np.inf
+    return a.astype(float)
+
+
+# ---- experiments (chapters 3 and 4): configurations per scale, runners, cost models --
+from .experiments import Experiment, register  # noqa: E402
+from .scale import device as _device  # noqa: E402
+
+#: The chapter-3 architecture (Xavier init for typical theta; the box [-1, 1]^M for
+#: worst case).
+CH3_ARCH = dict(D=16, L=2, H=2)
+CH3_EPS = [0.0, 0.1]  # typical theta: the same models at eps = 0 and eps > 0
+
+
+def _ch3_model(c, P, seed, init="xavier_uniform", dtype=torch.float32):
+    return Recognizer.random(
+        P,
+        CH3_ARCH["D"],
+        CH3_ARCH["L"],
+        CH3_ARCH["H"],
+        eps=c["eps"],
+        init=init,
+        seed=seed,
+        dtype=dtype,
+        device=_device(),
+    )
+
+
+def worst_blowup_one(c: dict) -> dict:
+    """One start block of the worst-case search: ``c["P"]`` models uniform on the box,
+    blowup on one string of length ``c["N"]`` maximised by :func:`maximise_blowup`."""
+    m = _ch3_model(c, c["P"], c["seed"], init="uniform", dtype=torch.float64)
+    x = random_strings(c["N"], 1, seed=c["N"])
+    steps, beta = maximise_blowup(m, x, steps=c["steps"], lr=tuple(c["lr"]))
+    return {"steps": steps.tolist(), "beta": _enc(beta[:, :, 0])}
+
+
+def influence_one(c: dict) -> dict:
+    """Max over ``c["B"]`` strings and ``c["K"]`` bits of one flip's influence, per
+    model."""
+    m = _ch3_model(c, c["P"], c["seed"])
+    x = random_strings(c["N"], c["B"], seed=c["N"])
+    bits = flip_bits(c["N"], c["K"])
+    per = m.memory_per_string(c["N"]) * (1 + len(bits))  # one string, its flips
+    chunk = max(1, int(2**30 // per))
+    inf = flip_influence(m, x, bits, chunk=chunk).amax((1, 2))
+    return {"max_influence": _enc(inf.double().cpu().numpy())}
+
+
+def recognition_one(c: dict) -> dict:
+    """What each of ``c["P"]`` models computes on all 2^N strings (0/1 lists, one per
+    model): ``decided`` (every |T| >= margin), ``nonconstant`` / ``constant``
+    (recognised with margin, both labels / one), ``sign_nonconstant`` (both signs of T
+    occur: margin 0, where no string can be undecided); ``influence``: max over all
+    strings and bits of one flip's effect on T; ``distinct``: the number of distinct
+    functions recognised with margin."""
+    m = _ch3_model(c, c["P"], c["seed"])
+    r = recognition(m, c["N"], c["margin"])
+    T = r.T
+    if not torch.isfinite(T).all():
+        raise ValueError("non-finite output: a layer-norm input of variance 0")
+    as01 = lambda b: b.int().cpu().tolist()
+    return {
+        "decided": as01(r.recognises),
+        "nonconstant": as01(r.nonconstant),
+        "constant": as01(r.constant),
+        "sign_nonconstant": as01((T > 0).any(-1) & (T < 0).any(-1)),
+        "influence": _enc(r.influence.double().cpu().numpy()),
+        "distinct": distinct_functions(r.table.cpu()),
+    }
+
+
+def lipschitz_one(c: dict) -> dict:
+    """Max over ``c["B"]`` strings of ||grad_theta T||_1, per model (Lemma 3.1)."""
+    m = _ch3_model(c, c["P"], c["seed"])
+    lip = lipschitz_theta(m, random_strings(c["N"], c["B"], seed=c["N"])).amax(1)
+    return {"lipschitz": _enc(lip.cpu().numpy())}
+
+
+def _pick(scale, **kw):
+    return kw[scale]
+
+
+def _ch3_worst_configs(scale):
+    P, steps, seeds = _pick(
+        scale, ci=(2, 200, 1), book=(4, 300, 2), paper=(16, 1000, 4)
+    )
+    return [
+        dict(eps=e, P=P, steps=steps, N=16, lr=[0.05, 1e-7], seed=s, **CH3_ARCH)
+        for e in (0.0, 1e-4, 1e-2, 1e-1)
+        for s in range(seeds)
+    ]
+
+
+CH3_N_INF = dict(
+    ci=[16, 32, 64, 128, 256, 512, 1024],
+    book=[16, 32, 64, 128, 256, 512, 1024, 2048],
+    paper=[16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192],
+)
+CH3_N_LIP = dict(
+    ci=[8, 32, 128, 512],
+    book=[8, 32, 128, 512, 1024],
+    paper=[8, 32, 128, 512, 2048, 8192],
+)
+
+
+def _ch3_influence_configs(scale):
+    P, B, K = _pick(scale, ci=(16, 2, 8), book=(24, 2, 8), paper=(128, 8, 32))
+    return [
+        dict(eps=e, N=N, P=P, B=B, K=K, seed=0, **CH3_ARCH)
+        for e in CH3_EPS
+        for N in CH3_N_INF[scale]
+    ]
+
+
+def _ch3_recognition_configs(scale):
+    P, N_max = _pick(scale, ci=(400, 9), book=(1000, 10), paper=(20000, 13))
+    return [
+        dict(eps=e, N=N, P=P, margin=0.02, seed=3, **CH3_ARCH)
+        for e in CH3_EPS
+        for N in range(1, N_max + 1)
+    ]
+
+
+def _ch3_lipschitz_configs(scale):
+    P, B = _pick(scale, ci=(16, 2), book=(24, 2), paper=(128, 8))
+    return [
+        dict(eps=e, N=N, P=P, B=B, seed=5, **CH3_ARCH)
+        for e in CH3_EPS
+        for N in CH3_N_LIP[scale]
+    ]
+
+
+# cost models: CPU-seconds of one thread, constants fitted on ci runs (`sensbook
+# calibrate`)
+def _work(c, S):
+    """Forward work of one string of S positions for one model of the chapter-3
+    architecture."""
+    return S * (S + 8 * c["D"]) * c["D"] * c["L"]
+
+
+def _worst_cost(c):
+    return 0.2 + 5.0e-8 * c["P"] * c["steps"] * _work(c, c["N"] + 1)
+
+
+def _influence_cost(c):
+    strings = c["B"] * (1 + len(flip_bits(c["N"], c["K"])))
+    return 0.02 + 1.0e-10 * c["P"] * strings * _work(c, c["N"] + 1)
+
+
+def _recognition_cost(c):
+    return 0.05 + 4.0e-10 * c["P"] * 2 ** c["N"] * _work(c, c["N"] + 1)
+
+
+def _lipschitz_cost(c):
+    return 0.02 + 4.0e-10 * c["P"] * c["B"] * _work(c, c["N"] + 1)
+
+
+register(
+    Experiment(
+        "ch3.worst_blowup",
+        _ch3_worst_configs,
+        "sensbook.geometry:worst_blowup_one",
+        _worst_cost,
+        doc="worst case over theta: gradient ascent on the blowup",
+    )
+)
+register(
+    Experiment(
+        "ch3.influence",
+        _ch3_influence_configs,
+        "sensbook.geometry:influence_one",
+        _influence_cost,
+        doc="max one-flip influence against N, eps = 0 and > 0",
+    )
+)
+register(
+    Experiment(
+        "ch3.recognition",
+        _ch3_recognition_configs,
+        "sensbook.geometry:recognition_one",
+        _recognition_cost,
+        doc="what random models recognise on all 2^N strings, eps = 0 and > 0",
+    )
+)
+register(
+    Experiment(
+        "ch3.lipschitz",
+        _ch3_lipschitz_configs,
+        "sensbook.geometry:lipschitz_one",
+        _lipschitz_cost,
+        doc="Lipschitz constant in theta against N",
+    )
+)
+
+
+# chapter 4 ----------------------------------------------------------------------------
+#: The danger zone of chapter 4: D = 4, L = 1, H = 1, a ball of l-inf radius 0.1 (box
+#: [-1, 1]).
+CH4_ZONE = dict(D=4, L=1, r=0.1)
+SMALL_BALL_GRID = np.logspace(-14, 2, 161)  # thresholds t of the stored P(var < t)
+
+
+def small_ball_one(c: dict) -> dict:
+    """One block of ``c["n"]`` layer-norm input variances (:func:`layer_norm_variances`,
+    seeds from ``c["seed"]``): the ``c["keep"]`` smallest, sorted, and the counts below
+    each t of :data:`SMALL_BALL_GRID`. Blocks of one D merge exactly
+    (:func:`merge_small_ball`).
+    """
+    v = layer_norm_variances(c["D"], c["n"], seed=c["seed"], progress=False).numpy()
+    v.sort()
+    return {
+        "n": int(v.size),
+        "smallest": v[: c["keep"]].tolist(),
+        "below": np.searchsorted(v, SMALL_BALL_GRID, side="left").tolist(),
+    }
+
+
+def merge_small_ball(results) -> dict:
+    """Blocks of :func:`small_ball_one` -> n, the ``keep`` smallest variances, P(var <
+    t) on :data:`SMALL_BALL_GRID` (``t``, ``p``, binomial ``se``)."""
+    n = sum(r["n"] for r in results)
+    keep = min(len(r["smallest"]) for r in results)
+    smallest = np.sort(np.concatenate([r["smallest"] for r in results]))[:keep]
+    p = np.sum([r["below"] for r in results], axis=0) / n
+    return {
+        "n": n,
+        "smallest": smallest,
+        "t": SMALL_BALL_GRID.copy(),
+        "p": p,
+        "se": np.sqrt(p * (1 - p) / n),
+    }
+
+
+def _zone_ball(c, n, seed=1):
+    from .volume import perturb
+
+    center = danger_center(c["N"], D=c["D"], L=c["L"], seed=0)
+    return perturb(center, c["r"], n, kind="uniform", seed=seed).to(_device())
+
+
+@torch.no_grad()
+def _max_blowup(model, xs, chunk_bytes=2**27):
+    """max over the strings ``xs`` (B, N) of beta, per model: (P,). Models and strings
+    are taken in chunks of about ``chunk_bytes`` of activations (see
+    :meth:`Recognizer.memory_per_string`), so any P and B fit in memory."""
+    per_pair = max(1, model.memory_per_string(xs.shape[1]) // model.P)
+    pm = int(min(model.P, max(1, chunk_bytes // per_pair)))
+    ps = int(max(1, chunk_bytes // (pm * per_pair)))
+    out = []
+    for a in range(0, model.P, pm):
+        part = model if pm >= model.P else model.select(slice(a, a + pm))
+        best = None
+        for b in range(0, xs.shape[0], ps):
+            v = blowup(part, xs[b : b + ps]).amax(1)
+            best = v if best is None else torch.maximum(best, v)
+        out.append(best)
+    return torch.cat(out)
+
+
+def danger_zone_one(c: dict) -> dict:
+    """Points of the ball around the danger centre (:func:`danger_center`), the same
+    points at every N (seeded): ``beta``: beta(theta, x) for ``c["n_ball"]`` points and
+    one string x; ``beta_nb``: max of beta over x and its N neighbours x xor e_i for the
+    first ``c["n_nb"]`` points (what Lemma 4.2 needs)."""
+    ball = _zone_ball(c, c["n_ball"])
+    x = random_strings(c["N"], 1, seed=c["N"])
+    beta = _max_blowup(ball, x)
+    beta_nb = []
+    if c["n_nb"]:
+        nb = ball.select(slice(0, c["n_nb"]))
+        beta_nb = _max_blowup(nb, with_flips(x, torch.arange(c["N"]))[0]).double().cpu()
+    return {
+        "beta": _enc(beta.double().cpu().numpy()),
+        "beta_nb": _enc(np.asarray(beta_nb)),
+    }
+
+
+def all_strings_one(c: dict) -> dict:
+    """For the first ``c["n_pts"]`` points of the same ball: beta on the fixed string x
+    and the max of beta over all 2^N strings (Lemma 4.4 globalises over strings)."""
+    ball = _zone_ball(c, c["n_pts"])
+    x = random_strings(c["N"], 1, seed=c["N"])
+    allx = index_to_strings(torch.arange(2 ** c["N"]), c["N"], dtype=ball.dtype)
+    return {
+        "beta": _enc(_max_blowup(ball, x).double().cpu().numpy()),
+        "beta_all": _enc(_max_blowup(ball, allx).double().cpu().numpy()),
+    }
+
+
+def _ch4_small_ball_configs(scale):
+    Ds, n, blocks = _pick(
+        scale,
+        ci=([2, 3, 4, 5], 100_000, 1),
+        book=([2, 3, 4, 5, 6, 7], 400_000, 1),
+        paper=([2, 3, 4, 5, 6, 7, 8], 1_000_000, 10),
+    )
+    return [
+        dict(D=D, n=n, keep=2000, seed=100 * D + 10**6 * b)
+        for D in Ds
+        for b in range(blocks)
+    ]
+
+
+CH4_N_ZONE = dict(
+    ci=[8, 16, 32, 64, 128],
+    book=[8, 16, 32, 64, 128, 256, 512],
+    paper=[8, 16, 32, 64, 128, 256, 512, 1024, 2048],
+)
+
+
+def _ch4_zone_configs(scale):
+    n_ball, n_nb, N_nb = _pick(
+        scale, ci=(4000, 400, 128), book=(10000, 400, 256), paper=(100_000, 1000, 512)
+    )
+    return [
+        dict(N=N, n_ball=n_ball, n_nb=n_nb if N <= N_nb else 0, **CH4_ZONE)
+        for N in CH4_N_ZONE[scale]
+    ]
+
+
+def _ch4_all_configs(scale):
+    Ns, n_pts = _pick(
+        scale,
+        ci=([4, 6, 8, 10], 200),
+        book=([4, 6, 8, 10, 12], 400),
+        paper=([4, 6, 8, 10, 12, 14, 16], 2000),
+    )
+    return [dict(N=N, n_pts=n_pts, **CH4_ZONE) for N in Ns]
+
+
+def _small_ball_cost(c):
+    return 0.05 + c["n"] * (3.0e-6 + 2.5e-6 * c["D"])
+
+
+def _zone_work(c, S):
+    return S * (S + 8 * c["D"]) * c["D"]
+
+
+def _zone_cost(c):
+    S = c["N"] + 1
+    return 0.05 + 2.0e-9 * (c["n_ball"] + c["n_nb"] * c["N"]) * _zone_work(c, S)
+
+
+def _all_cost(c):
+    return 0.05 + 3.5e-9 * c["n_pts"] * 2 ** c["N"] * _zone_work(c, c["N"] + 1)
+
+
+register(
+    Experiment(
+        "ch4.small_ball",
+        _ch4_small_ball_configs,
+        "sensbook.geometry:small_ball_one",
+        _small_ball_cost,
+        doc="small-ball law of a layer-norm input variance, per D",
+    )
+)
+register(
+    Experiment(
+        "ch4.danger_zone",
+        _ch4_zone_configs,
+        "sensbook.geometry:danger_zone_one",
+        _zone_cost,
+        doc="blowup in a danger-zone ball: one string, its neighbours",
+    )
+)
+register(
+    Experiment(
+        "ch4.all_strings",
+        _ch4_all_configs,
+        "sensbook.geometry:all_strings_one",
+        _all_cost,
+        doc="blowup in the danger-zone ball, max over all strings",
+    )
+)

@@ -37,6 +37,7 @@ from .scale import SCALES, banner, device, pick, progress, scale, set_scale
 from .survey import (e1_merge, e1_model, merge_random_functions, random_function_profiles,
                      string_to_table)
 from .experiments import EXPERIMENTS, Experiment, registry, run_experiment
+from .experiments import get as experiment
 from .experiments import select as experiments_select
 from .sweep import Store, Sweep, key, results_dir, run_sweep
 from .sweep import version as results_version

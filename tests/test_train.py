@@ -271,7 +271,7 @@ def test_chapter6_configs_one_per_target_and_length_within_the_book_budget():
             assert t in sizes["targets"]
     # the chapter's book-scale budget: 360 CPU-seconds of one thread
     assert sum(ch6_cost(c) for c in sb.ch6_sweep("book").configs) <= 360
-    assert sb.experiments()["ch6.training"].configs("ci") == sb.ch6_sweep("ci").configs
+    assert sb.experiment("ch6.training").configs("ci") == sb.ch6_sweep("ci").configs
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_cuda_population_matches_cpu():

@@ -198,7 +198,7 @@ def test_basin_one_is_json_and_round_trips_to_basin_curve():
 
 def test_chapter5_experiments_fit_their_book_budget():
     """All of chapter 5's experiments at book scale: at most 420 CPU-seconds (one thread)."""
-    per = {n: e.predicted_seconds("book") for n, e in sb.experiments().items()
+    per = {n: e.predicted_seconds("book") for n, e in sb.registry().items()
            if e.chapter == "ch5"}
     assert set(per) == {"ch5.exact", "ch5.basin", "ch5.k0_growth", "ch5.pf_map"}
     assert sum(per.values()) <= 420, per

@@ -131,7 +131,7 @@ def _where(classifier, device, dtype):
 CACHE_ROWS = 16384
 
 #: Bytes per (string, model) of the table profiler's working arrays (see profile_from_table).
-TABLE_BYTES = 32
+TABLE_BYTES = 64
 
 
 def _population(classifier) -> int:
@@ -223,6 +223,17 @@ def _check_table_fits(nbytes, device):
 _chunk = plan_chunk
 
 
+def _trim():
+    """Give memory freed by the classifier calls back to the system (glibc ``malloc_trim``):
+    else the allocator keeps it resident and the next phase adds to it, not reuses it."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None).malloc_trim(0)
+    except (OSError, AttributeError):                            # pragma: no cover - not glibc
+        pass
+
+
 @torch.no_grad()
 def _evaluate(classifier, x, margin, B):
     out = classifier(x)
@@ -249,8 +260,8 @@ def truth_table(classifier, N: int, *, margin: float | str = 0.0, device=None, d
     N = check_n(N, maximum=MAX_EXHAUSTIVE_N)
     margin = _check_margin(margin)
     device, dtype = _where(classifier, device, dtype)
-    step = check_budget(classifier, N, memory_mb, chunk_size, dtype)
     _check_table_fits(_population(classifier) * 2**N, device)
+    step = check_budget(classifier, N, memory_mb, chunk_size, dtype)
     table = None
     starts = range(0, 2**N, step)
     for a in _progress(starts, desc=f"truth table N={N}", disable=not progress):
@@ -342,17 +353,20 @@ class Profile:
 
 
 def _bincount(s, valid, N):
-    """Per-model histogram of s over valid entries; s, valid of shape (*pop, n)."""
+    """Per-model histogram of s over valid entries; s, valid of shape (*pop, n). Invalid
+    entries go to one extra bin (no boolean indexing: that would cost 24 bytes per entry)."""
     pop = s.shape[:-1]
     flat_s = s.reshape(-1, s.shape[-1])
     flat_v = valid.reshape(-1, s.shape[-1])
-    offset = torch.arange(flat_s.shape[0], device=s.device).unsqueeze(-1) * (N + 1)
+    R = flat_s.shape[0]
+    offset = torch.arange(R, device=s.device).unsqueeze(-1) * (N + 1)
     if flat_s.dtype == torch.int64:
         key = flat_s + offset
     else:                                    # one int64 array, whatever dtype s has
         key = flat_s.to(torch.int64)
         key += offset
-    h = torch.bincount(key[flat_v], minlength=flat_s.shape[0] * (N + 1))
+    key.masked_fill_(~flat_v, R * (N + 1))
+    h = torch.bincount(key.reshape(-1), minlength=R * (N + 1) + 1)[:R * (N + 1)]
     return h.reshape(*pop, N + 1)
 
 
@@ -528,6 +542,7 @@ def sensitivity_profile(classifier, N: int, *, margin: float | str = 0.0,
         if seed is not None:
             check_seed(seed)
         table = truth_table(classifier, N, margin=margin, **kwargs)
+        _trim()
         return profile_from_table(table, memory_mb=kwargs.get("memory_mb", 256))
     return sampled_profile(classifier, N, n_samples, margin=margin, **kwargs)
 

@@ -33,6 +33,7 @@ from .geometry import (Recognition, blowup_bound, danger_center, distinct_functi
 from .model import INITS, Recognizer, Trace, blowup, num_parameters, positional_features
 from .profile import (ACCEPT, NONFINITE, REJECT, UNDECIDED, Profile, classify, profile_from_table,
                       sampled_profile, sensitivity_profile, truth_table, zero_sensitivity_count)
+from .profile import check_device, rounding_margin
 from .scale import SCALES, banner, device, pick, progress, scale, set_scale
 from .survey import (e1_merge, e1_model, merge_random_functions, random_function_profiles,
                      string_to_table)

@@ -10,7 +10,8 @@ Every function here knows its exact profile ``K_k(N) = #{x : s(f, x) = k}`` in c
 """
 from __future__ import annotations
 
-from math import comb
+from math import comb, isfinite
+from numbers import Integral, Real
 
 import numpy as np
 import torch
@@ -19,16 +20,41 @@ import torch
 MAX_EXHAUSTIVE_N = 24
 
 
+def check_int(value, argument, *, minimum=None, maximum=None) -> int:
+    """An integral scalar (Python or numpy int, never bool or a float such as 2.0) in
+    ``[minimum, maximum]``, as a Python int; otherwise an error naming ``argument``."""
+    lo = "" if minimum is None else f" >= {minimum}"
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, Integral):
+        raise TypeError(f"{argument} must be an integer{lo}, got {value!r} ({type(value).__name__})")
+    value = int(value)
+    if minimum is not None and value < minimum:
+        raise ValueError(f"{argument} must be >= {minimum}, got {value}")
+    if maximum is not None and value > maximum:
+        raise ValueError(f"{argument}={value} is too large here: allowed {argument} <= {maximum}")
+    return value
+
+
+def check_real(value, argument, *, minimum=None, strict=False) -> float:
+    """A finite real scalar (Python or numpy int/float, never bool) ``>= minimum`` (``>`` when
+    ``strict``), as a Python float; otherwise an error naming ``argument``."""
+    rel = ">" if strict else ">="
+    lo = "" if minimum is None else f" {rel} {minimum}"
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, Real):
+        raise TypeError(f"{argument} must be a finite number{lo}, got {value!r} ({type(value).__name__})")
+    value = float(value)
+    if not isfinite(value) or (minimum is not None and (value <= minimum if strict else value < minimum)):
+        raise ValueError(f"{argument} must be a finite number{lo}, got {value!r}")
+    return value
+
+
+def check_seed(seed, argument="seed") -> int:
+    """A seed: an integer in [0, 2^63) (what ``torch.Generator.manual_seed`` keeps exactly)."""
+    return check_int(seed, argument, minimum=0, maximum=2**63 - 1)
+
+
 def check_n(N, *, argument="N", maximum=None) -> int:
     """Validate a string length: an integer >= 1 (and <= ``maximum`` when given)."""
-    if isinstance(N, bool) or not isinstance(N, (int, np.integer)):
-        raise TypeError(f"{argument} must be an integer >= 1, got {N!r}")
-    N = int(N)
-    if N < 1:
-        raise ValueError(f"{argument} must be >= 1, got {N}")
-    if maximum is not None and N > maximum:
-        raise ValueError(f"{argument}={N} is too large here: allowed 1 <= {argument} <= {maximum}")
-    return N
+    return check_int(N, argument, minimum=1, maximum=maximum)
 
 
 def check_strings(x, N=None, *, argument="x") -> torch.Tensor:
@@ -48,9 +74,11 @@ def check_strings(x, N=None, *, argument="x") -> torch.Tensor:
 
 
 def strings(N: int, start: int = 0, stop: int | None = None, *, device=None, dtype=torch.float32):
-    """The strings with indices ``start..stop-1`` (default: all 2^N), shape (stop-start, N)."""
+    """The strings with indices ``start..stop-1`` (default: all 2^N), shape (stop-start, N);
+    ``0 <= start <= stop <= 2^N``."""
     N = check_n(N, maximum=62)
-    stop = 2**N if stop is None else stop
+    stop = 2**N if stop is None else check_int(stop, "stop", minimum=0, maximum=2**N)
+    start = check_int(start, "start", minimum=0, maximum=stop)
     idx = torch.arange(start, stop, device=device, dtype=torch.int64)
     return index_to_strings(idx, N, dtype=dtype)
 
@@ -64,8 +92,21 @@ def index_to_strings(idx: torch.Tensor, N: int, *, dtype=torch.float32) -> torch
 def strings_to_index(x: torch.Tensor) -> torch.Tensor:
     """Inverse of :func:`index_to_strings` (int64; N <= 62)."""
     x = check_strings(x)
+    if x.shape[-1] > 62:
+        raise ValueError(f"x has length {x.shape[-1]}: an int64 index holds strings of length <= 62")
     w = 2 ** torch.arange(x.shape[-1], device=x.device, dtype=torch.int64)
     return (x.to(torch.int64) * w).sum(-1)
+
+
+def _check_positions(S, argument="S") -> tuple:
+    """A non-empty set of 1-based positions (integers >= 1), sorted."""
+    try:
+        items = list(S)
+    except TypeError:
+        raise TypeError(f"{argument} must be a non-empty collection of positions >= 1, got {S!r}") from None
+    if not items:
+        raise ValueError(f"{argument} must be a non-empty set of positions >= 1, got {S!r}")
+    return tuple(sorted({check_int(s, f"each position in {argument}", minimum=1) for s in items}))
 
 
 def _positions(S, N) -> list[int]:
@@ -147,9 +188,7 @@ class Parity(BooleanFunction):
     """
 
     def __init__(self, S=None, name=None):
-        self.S = None if S is None else tuple(sorted({int(s) for s in S}))
-        if self.S is not None and (not self.S or min(self.S) < 1):
-            raise ValueError(f"S must be a non-empty set of positions >= 1, got {S!r}")
+        self.S = None if S is None else _check_positions(S)
         self.name = name or ("PARITY" if S is None else f"{len(self.S)}-SPARSE PARITY{list(self.S)}")
 
     def _check_n(self, N):
@@ -172,9 +211,10 @@ class Dictator(Parity):
     """DICTATOR x_i (1-based i); FIRST is DICTATOR(1). s = 1 everywhere, so K_0 = 0."""
 
     def __init__(self, i: int, name=None):
-        if isinstance(i, bool) or not isinstance(i, (int, np.integer)) or i < 1:
+        if check_int(i, "i (a position)") < 1:
             raise ValueError(f"i must be a position >= 1, got {i!r}")
-        super().__init__((int(i),), name=name or ("FIRST" if i == 1 else f"DICTATOR({i})"))
+        i = int(i)
+        super().__init__((i,), name=name or ("FIRST" if i == 1 else f"DICTATOR({i})"))
 
 
 class Majority(BooleanFunction):
@@ -186,9 +226,7 @@ class Majority(BooleanFunction):
     """
 
     def __init__(self, S=None, name=None):
-        self.S = None if S is None else tuple(sorted({int(s) for s in S}))
-        if self.S is not None and (not self.S or min(self.S) < 1):
-            raise ValueError(f"S must be a non-empty set of positions >= 1, got {S!r}")
+        self.S = None if S is None else _check_positions(S)
         self.name = name or ("MAJORITY" if S is None else f"{len(self.S)}-SPARSE MAJORITY{list(self.S)}")
 
     _check_n = Parity._check_n
@@ -208,7 +246,7 @@ class Constant(BooleanFunction):
     """The constant function (value 0 or 1): s = 0 everywhere, K_0 = 2^N."""
 
     def __init__(self, value: int):
-        if value not in (0, 1):
+        if isinstance(value, (float, np.floating)) or value not in (0, 1):
             raise ValueError(f"value must be 0 or 1, got {value!r}")
         self.value = bool(value)
         self.name = f"CONSTANT {int(value)}"
@@ -254,7 +292,7 @@ class TruthTable(BooleanFunction):
 def random_function(N: int, seed: int = 0) -> TruthTable:
     """A uniformly random Boolean function on {0,1}^N (seeded), N <= 24."""
     N = check_n(N, maximum=MAX_EXHAUSTIVE_N)
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator().manual_seed(check_seed(seed))
     return TruthTable(torch.randint(0, 2, (2**N,), generator=g), name=f"RANDOM(seed={seed})")
 
 

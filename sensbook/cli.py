@@ -111,6 +111,25 @@ def _scale(args):
     return args.scale or scale()
 
 
+def _devices(args):
+    """``--device`` checked, and ``--devices`` as a list of device names (None when absent):
+    an empty entry (``--devices ,`` or ``cuda:0,,cuda:1``) or a name torch does not know is an
+    error naming the option."""
+    from .profile import check_device
+
+    if args.device is not None:
+        check_device(args.device, "--device")
+    if args.devices is None:
+        return None
+    names = [d.strip() for d in args.devices.split(",")]
+    if not any(names) or not all(names):
+        raise ValueError(f"--devices={args.devices!r} must be comma-separated device names "
+                         "(e.g. cuda:0,cuda:1) with no empty entry")
+    for d in names:
+        check_device(d, "--devices")
+    return names
+
+
 def main(argv=None) -> int:
     args = _parser().parse_args(argv)
     from .experiments import select
@@ -148,11 +167,15 @@ def main(argv=None) -> int:
     if args.workers < 1:
         print("sensbook: --workers must be >= 1", file=sys.stderr)
         return 2
-    scale = _scale(args)
+    try:
+        scale = _scale(args)
+        devices = _devices(args)
+    except ValueError as e:
+        print(f"sensbook: {e}", file=sys.stderr)
+        return 2
     out = args.out or results_dir()
     if args.device:
         os.environ["SENSBOOK_DEVICE"] = args.device      # workers inherit it
-    devices = [d.strip() for d in args.devices.split(",") if d.strip()] if args.devices else None
     workers = max(args.workers, len(devices)) if devices else args.workers
     try:
         executor = _cluster_executor(args)

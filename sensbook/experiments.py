@@ -140,13 +140,16 @@ def run_experiment(name: str, scale: str | None = None, out=None, *, workers: in
 def run_all(exps, scale: str, out=None, *, workers: int = 1, progress: bool = True) -> dict:
     """Compute every missing configuration of several experiments in ONE pool of ``workers``
     processes (one thread each), longest predicted first, so that two workers stay busy across
-    experiments; returns ``{name: (stored, computed)}``. What ``make book`` runs first."""
+    experiments; returns ``{name: (stored, computed)}``. What ``make book`` runs first. The
+    store's guarantees are :func:`~sensbook.sweep.run_sweep`'s: each configuration is claimed
+    while computed, workers die with this process, a killed run resumes."""
     import multiprocessing as mp
     import os
+    import time
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
     from .scale import progress as _progress
-    from .sweep import Store, _init_worker, _run_one, results_dir
+    from .sweep import CLAIM_POLL, Store, _attempt, _init_worker, results_dir
 
     out = results_dir() if out is None else out
     todo, counts = [], {}
@@ -155,26 +158,41 @@ def run_all(exps, scale: str, out=None, *, workers: int = 1, progress: bool = Tr
         store = Store(out, sweep.name)
         missing = [c for c in sweep.configs if not store.done(c)]
         counts[e.name] = [len(sweep.configs) - len(missing), 0]
-        todo += [(e.cost(c), e, store, c) for c in missing]
+        if missing:
+            store.check_writable()
+            store.clean_tmp()
+        todo += [(e.cost(c), e.name, (store.root, store.name, store.version, e.runner, c, {}))
+                 for c in missing]
     todo.sort(key=lambda t: -t[0])
     bar = _progress(total=len(todo), desc=f"experiments @ {scale}", disable=not progress)
-    args = lambda e, st, c: (st.root, st.name, st.version, e.runner, c, {})
+    pending = []
+
+    def take(name, args, outcome):
+        how = outcome[0]
+        if how == "claimed":                # another runner holds it: wait for it below
+            pending.append((name, args))
+            return
+        counts[name][0 if how == "stored" else 1] += 1
+        bar.update(1)
+
     try:
         if workers == 1 or len(todo) <= 1:
-            for _, e, st, c in todo:
-                _run_one(*args(e, st, c))
-                counts[e.name][1] += 1
-                bar.update(1)
+            for _, name, args in todo:
+                take(name, args, _attempt(*args))
         else:
             ctx = mp.get_context("spawn")
             threads = max(1, (os.cpu_count() or 1) // workers)
             with ProcessPoolExecutor(max_workers=workers, mp_context=ctx,
-                                     initializer=_init_worker, initargs=(threads,)) as ex:
-                futs = {ex.submit(_run_one, *args(e, st, c)): e.name for _, e, st, c in todo}
+                                     initializer=_init_worker,
+                                     initargs=(threads, None, None, os.getpid())) as ex:
+                futs = {ex.submit(_attempt, *args): (name, args) for _, name, args in todo}
                 for f in as_completed(futs):
-                    f.result()
-                    counts[futs[f]][1] += 1
-                    bar.update(1)
+                    take(*futs[f], f.result())
+        while pending:
+            time.sleep(CLAIM_POLL)
+            waiting, pending[:] = list(pending), []
+            for name, args in waiting:
+                take(name, args, _attempt(*args))
     finally:
         bar.close()
     return {k: tuple(v) for k, v in counts.items()}

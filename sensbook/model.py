@@ -18,8 +18,12 @@ The modelling CHOICES (``paper-notes.md``), each made here once:
   whose exact PARITY/FIRST transformers this model holds; no learnable gain or bias (a gain
   would be absorbed by the next affine map). All 2L layer norms count in the blowup.
 * **eps = 0** on a zero-variance input: LN_0 is undefined there; we let IEEE arithmetic say so
-  (0 * inf = NaN), so the output T is NaN and the profiler counts that string as *non-finite*,
-  never as a class. The coefficient z = 1/sqrt(var + eps) is +inf and so is the blowup.
+  (0 * inf = NaN). The coefficient z = 1/sqrt(var + eps) is +inf and so is the blowup. T is
+  NaN, and the profiler counts that string as *non-finite*, never as a class, whenever the NaN
+  reaches the eos output: a zero-variance layer norm at eos, or at any position of a layer
+  below the last (attention spreads it to every position). A zero-variance layer norm only at
+  non-eos positions of the last layer (e.g. L = 1) never reaches T: T is finite and decided
+  while the blowup is +inf (:meth:`Recognizer.trace`).
 * **Positional features** phi(n) = (n/(N+1), (-1)^n, 1[n=1]), bounded in n, mapped to R^D by a
   learned 3 x D matrix: the features the constructions use.
 * **Heads** H with d_head = D/H; attention and FFN have biases; FFN width F (default 4D).
@@ -36,7 +40,8 @@ import torch
 import torch.nn.functional as Fn
 from torch import nn
 
-from .boolean import check_n, check_strings
+from .boolean import check_int, check_n, check_real, check_seed, check_strings
+from .profile import check_device
 
 INITS = ("uniform", "gaussian", "xavier_uniform", "xavier_normal")
 EOS = 2  # token ids: 0, 1, eos
@@ -85,14 +90,15 @@ class Recognizer(nn.Module):
     def __init__(self, P: int = 1, D: int = 16, L: int = 2, H: int = 1, F: int | None = None,
                  eps: float = 0.0, *, device=None, dtype=torch.float32):
         super().__init__()
-        for name, v, lo in (("P", P, 1), ("D", D, 2), ("L", L, 1), ("H", H, 1)):
-            if isinstance(v, bool) or not isinstance(v, int) or v < lo:
-                raise ValueError(f"{name} must be an integer >= {lo}, got {v!r}")
+        P, D, L, H = (check_int(v, name, minimum=lo)
+                      for name, v, lo in (("P", P, 1), ("D", D, 2), ("L", L, 1), ("H", H, 1)))
         if D % H:
             raise ValueError(f"D={D} must be divisible by the number of heads H={H}")
-        F = 4 * D if F is None else F
-        if isinstance(F, bool) or not isinstance(F, int) or F < 1:
-            raise ValueError(f"F must be an integer >= 1, got {F!r}")
+        F = 4 * D if F is None else check_int(F, "F", minimum=1)
+        if not (isinstance(dtype, torch.dtype) and dtype.is_floating_point):
+            raise ValueError(f"dtype must be a floating torch dtype (float32, float64, ...), got {dtype!r}")
+        if device is not None:
+            device = check_device(device, "device")
         self.P, self.D, self.L, self.H, self.F = P, D, L, H, F
         self.eps = eps
         kw = dict(device=device, dtype=dtype)
@@ -116,9 +122,7 @@ class Recognizer(nn.Module):
 
     @eps.setter
     def eps(self, value):
-        if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
-            raise ValueError(f"eps must be a finite number >= 0, got {value!r}")
-        self._eps = float(value)
+        self._eps = check_real(value, "eps", minimum=0)
 
     @property
     def device(self):
@@ -169,7 +173,13 @@ class Recognizer(nn.Module):
         ``layers.{l}.b1`` (F,), ``layers.{l}.W2`` (F, D), ``w`` (D,), ``omega`` (). Missing
         keys are zero; unknown keys or wrong shapes are errors.
         """
+        if not isinstance(params, dict) or "tok" not in params:
+            got = sorted(params) if isinstance(params, dict) else type(params).__name__
+            raise ValueError("params must be a dict of arrays that has at least 'tok' (the token "
+                             f"embeddings, shape (3, D) or (P, 3, D)); got {got}")
         t = {k: torch.as_tensor(v, dtype=dtype) for k, v in params.items()}
+        if t["tok"].dim() not in (2, 3) or t["tok"].shape[-2] != 3:
+            raise ValueError(f"parameter 'tok' must have shape (3, D) or (P, 3, D), got {tuple(t['tok'].shape)}")
         D = t["tok"].shape[-1]
         L = 1 + max((int(k.split(".")[1]) for k in t if k.startswith("layers.")), default=0)
         F = next((v.shape[-1] for k, v in t.items() if k.endswith(".W1")), 4 * D)
@@ -200,10 +210,9 @@ class Recognizer(nn.Module):
         """
         if init not in INITS:
             raise ValueError(f"init={init!r} is unknown; allowed: {', '.join(INITS)}")
-        if not (isinstance(scale, (int, float)) and math.isfinite(scale) and scale > 0):
-            raise ValueError(f"scale must be a finite number > 0, got {scale!r}")
+        scale = check_real(scale, "scale", minimum=0, strict=True)
+        g = torch.Generator().manual_seed(check_seed(seed))
         model = cls(P, D, L, H, F, eps, device=device, dtype=dtype)
-        g = torch.Generator().manual_seed(int(seed))
         with torch.no_grad():
             for name, p in model.named_parameters():
                 shape = p.shape
@@ -287,8 +296,11 @@ class Recognizer(nn.Module):
     def trace(self, x, *, inputs: bool = False):
         """(T, :class:`Trace`): the output with layer-norm variances, z, tau and beta.
 
-        After a zero-variance layer norm at eps = 0 the later activations are NaN; that
-        string's beta is +inf (one factor is infinite) and its T is NaN.
+        After a zero-variance layer norm at eps = 0 the activations it produces are NaN and that
+        string's beta is +inf (one factor is infinite). T is NaN when the NaN reaches eos: the
+        zero-variance layer norm is at eos, or in a layer below the last (attention then mixes
+        NaN into every position). At non-eos positions of the last layer only (always the case
+        for L = 1 when eos is fine) the NaN stays there: T is finite and decided, beta is +inf.
         """
         rec = []
         T = self._run(x, rec)

@@ -19,26 +19,65 @@ standard errors.
 """
 from __future__ import annotations
 
+import os
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
-from .boolean import MAX_EXHAUSTIVE_N, check_n, index_to_strings
+from .boolean import (MAX_EXHAUSTIVE_N, check_int, check_n, check_real, check_seed,
+                      index_to_strings)
 from .scale import progress as _progress
 
 REJECT, ACCEPT, UNDECIDED, NONFINITE = 0, 1, -1, -2
+LABELS = (NONFINITE, UNDECIDED, REJECT, ACCEPT)
+
+#: Units in the last place of the output's dtype that ``margin="auto"`` treats as "could be
+#: rounding": strings with |T| below ``ROUNDING_ULPS * finfo(dtype).eps`` are undecided.
+ROUNDING_ULPS = 1024
 
 
-def classify(out: torch.Tensor, margin: float = 0.0) -> torch.Tensor:
-    """Labels (int8) from a classifier's output: 0/1, UNDECIDED (-1) or NONFINITE (-2)."""
-    margin = _check_margin(margin)
+def rounding_margin(dtype) -> float:
+    """The dtype-aware tolerance of ``margin="auto"``: ``ROUNDING_ULPS * finfo(dtype).eps``
+    (float32: 1.2e-4, float64: 2.3e-13). A heuristic, not a bound: an output this close to 0
+    could take either sign under a different summation order, so it is reported undecided."""
+    if not (isinstance(dtype, torch.dtype) and dtype.is_floating_point):
+        raise ValueError(f"dtype must be a floating torch dtype, got {dtype!r}")
+    return ROUNDING_ULPS * torch.finfo(dtype).eps
+
+
+def classify(out: torch.Tensor, margin: float | str = 0.0) -> torch.Tensor:
+    """Labels (int8) from a classifier's output: 0/1, UNDECIDED (-1) or NONFINITE (-2).
+
+    ``out``: bool or 0/1 integer labels, or real scores T. Scores are read with ``margin`` xi:
+    accept when T > 0 and T >= xi, reject when T < 0 and T <= -xi, else undecided. The
+    default xi = 0 decides every nonzero T by its sign, including a float32 T within rounding
+    of 0 that another summation order (device, chunk, dtype) could flip; ``margin="auto"``
+    uses :func:`rounding_margin` of the output's dtype, so such strings are reported undecided.
+    A float output whose values are only 0.0 and 1.0 is refused (labels written as floats
+    would be read as scores, 0.0 = undecided): return a bool tensor for labels.
+    """
+    if not isinstance(out, torch.Tensor):
+        raise TypeError(f"out must be a torch.Tensor of labels or scores, got {type(out).__name__}")
+    if out.is_complex():
+        raise ValueError(f"the classifier output is complex ({out.dtype}); return real scores T "
+                         "or bool labels")
     if out.dtype == torch.bool:
         return out.to(torch.int8)
     if not out.is_floating_point():
         if out.numel() and not ((out == 0) | (out == 1)).all():
             raise ValueError("an integer classifier output must be 0/1; use a float output for scores")
         return out.to(torch.int8)
+    margin = _check_margin(margin, out.dtype)
+    if out.numel() > 1:
+        lo, hi = torch.aminmax(out)
+        if float(lo) == 0.0 and float(hi) == 1.0 and bool(((out == 0) | (out == 1)).all()):
+            raise ValueError(
+                "the classifier returned float values that are all 0.0 or 1.0: these look like "
+                "labels, but a float output is read as scores T (0.0 = undecided). Return labels "
+                "as a bool tensor (e.g. `(x.sum(-1) % 2) == 1` or `out.bool()`), or scores T "
+                "whose sign is the label (e.g. `2 * out - 1`)")
     lab = torch.full(out.shape, UNDECIDED, dtype=torch.int8, device=out.device)
     lab[(out > 0) & (out >= margin)] = ACCEPT
     lab[(out < 0) & (out <= -margin)] = REJECT
@@ -46,14 +85,36 @@ def classify(out: torch.Tensor, margin: float = 0.0) -> torch.Tensor:
     return lab
 
 
-def _check_margin(margin):
-    if not (isinstance(margin, (int, float)) and np.isfinite(margin) and margin >= 0):
-        raise ValueError(f"margin must be a finite number >= 0, got {margin!r}")
-    return float(margin)
+def _check_margin(margin, dtype=None):
+    """A margin: a finite real >= 0, or "auto" (resolved by ``dtype`` when given)."""
+    if isinstance(margin, str):
+        if margin != "auto":
+            raise ValueError(f"margin must be a finite number >= 0 or 'auto', got {margin!r}")
+        return margin if dtype is None else rounding_margin(dtype)
+    return check_real(margin, "margin", minimum=0)
+
+
+def check_device(device, argument="device") -> torch.device:
+    """A torch device that exists here; CUDA asked for without CUDA is an error naming
+    ``argument`` (the argument or environment variable that asked for it)."""
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError) as e:
+        raise ValueError(f"{argument}={device!r} is not a torch device ({e})") from None
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ValueError(f"{argument}={device!r} asks for CUDA, but torch.cuda.is_available() "
+                             "is False on this machine; use 'cpu'")
+        if dev.index is not None and dev.index >= torch.cuda.device_count():
+            raise ValueError(f"{argument}={device!r}: this machine has "
+                             f"{torch.cuda.device_count()} CUDA device(s)")
+    return dev
 
 
 def _where(classifier, device, dtype):
     """Device and input dtype for a classifier: explicit, else its own, else CPU float32."""
+    if dtype is not None and not (isinstance(dtype, torch.dtype) and dtype.is_floating_point):
+        raise ValueError(f"dtype must be a floating torch dtype (e.g. torch.float64), got {dtype!r}")
     if device is None or dtype is None:
         p = None
         if isinstance(classifier, torch.nn.Module):
@@ -62,32 +123,54 @@ def _where(classifier, device, dtype):
         dt = getattr(classifier, "dtype", None) or (p.dtype if p is not None else None)
         device = device or dev or "cpu"
         dtype = dtype or (dt if isinstance(dt, torch.dtype) and dt.is_floating_point else torch.float32)
-    return torch.device(device), dtype
+    return check_device(device), dtype
 
 
 #: Positions x models per forward call that keep a recognizer's activations cache-sized: larger
 #: chunks only add memory traffic (measured by benchmarks/bench.py); the budget caps them too.
 CACHE_ROWS = 16384
 
+#: Bytes per (string, model) of the table profiler's working arrays (see profile_from_table).
+TABLE_BYTES = 64
 
-def plan_chunk(classifier, N, memory_mb=256, chunk_size=None, per_item=1):
+
+def _population(classifier) -> int:
+    P = getattr(classifier, "P", None)
+    return P if isinstance(P, int) and not isinstance(P, bool) and P >= 1 else 1
+
+
+def _string_bytes(classifier, N, dtype=torch.float32) -> int:
+    """Bytes one string costs in a classifier call: the classifier's activations by its
+    ``memory_per_string(N)`` estimate, plus the profiler's own arrays (index, bits, the input in
+    ``dtype``, the output and its labels per model). Without an estimate: 64 (N+1) bytes."""
+    est = getattr(classifier, "memory_per_string", None)
+    if not callable(est):
+        return 64 * (N + 1)
+    elt = torch.finfo(dtype).bits // 8 if dtype.is_floating_point else 8
+    P = _population(classifier)
+    return int(est(N)) + 16 + (8 + elt) * N + P * (2 * elt + 16)
+
+
+def plan_chunk(classifier, N, memory_mb=256, chunk_size=None, per_item=1, dtype=None):
     """Strings per classifier call: ``chunk_size`` if given, else the largest number of items
     (a string, or a string with its N flips when ``per_item = N + 1``) whose activations fit
-    ``memory_mb`` by the classifier's ``memory_per_string(N)`` estimate, and, for a
+    ``memory_mb`` by the classifier's ``memory_per_string(N)`` estimate plus the profiler's own
+    arrays per string (input in ``dtype``, default the classifier's), and, for a
     :class:`sensbook.Recognizer`-like classifier (with attribute ``P``), at most
     ``CACHE_ROWS`` positions x models. Without an estimate: 64 (N+1) bytes per string, and at
     most 2^16 strings. The chunk never depends on 2^N, so memory beyond the output does not grow
-    with it; it never changes a result either.
+    with it; it never changes a result either. (The profilers also check that the chunk fits:
+    :func:`check_budget`.)
     """
     if chunk_size is not None:
-        if isinstance(chunk_size, bool) or int(chunk_size) < 1:
-            raise ValueError(f"chunk_size must be >= 1, got {chunk_size!r}")
-        return int(chunk_size)
-    if not memory_mb > 0:
-        raise ValueError(f"memory_mb must be > 0, got {memory_mb!r}")
+        return check_int(chunk_size, "chunk_size", minimum=1)
+    memory_mb = check_real(memory_mb, "memory_mb", minimum=0, strict=True)
     est = getattr(classifier, "memory_per_string", None)
     if callable(est):
-        step = int(memory_mb * 2**20 // (est(N) * per_item))
+        if dtype is None:
+            dt = getattr(classifier, "dtype", None)
+            dtype = dt if isinstance(dt, torch.dtype) and dt.is_floating_point else torch.float32
+        step = int(memory_mb * 2**20 // (_string_bytes(classifier, N, dtype) * per_item))
         P = getattr(classifier, "P", None)
         if isinstance(P, int) and P >= 1:
             step = min(step, CACHE_ROWS // (P * (N + 1) * per_item))
@@ -95,7 +178,60 @@ def plan_chunk(classifier, N, memory_mb=256, chunk_size=None, per_item=1):
     return max(1, min(int(memory_mb * 2**20 // (64 * (N + 1) * per_item)), 2**16 // per_item))
 
 
+def _mib(b) -> str:
+    return f"{b / 2**20:,.1f} MiB" if b < 2**30 else f"{b / 2**30:,.2f} GiB"
+
+
+def check_budget(classifier, N, memory_mb, chunk_size, dtype, *, extra_per_string=0) -> int:
+    """Strings per classifier call within ``memory_mb`` (see :func:`plan_chunk`), or, at once,
+    an error with the memory the request would need: when one string (or the explicit
+    ``chunk_size``) does not fit the budget."""
+    memory_mb = check_real(memory_mb, "memory_mb", minimum=0, strict=True)
+    budget = memory_mb * 2**20
+    one = _string_bytes(classifier, N, dtype) + extra_per_string
+    if one > budget:
+        raise ValueError(f"memory_mb={memory_mb:g} is too small: one string of length N={N} needs "
+                         f"about {_mib(one)} (the classifier's memory_per_string estimate plus "
+                         f"the profiler's arrays); raise memory_mb to at least {one / 2**20:,.1f}")
+    if chunk_size is not None:
+        chunk_size = check_int(chunk_size, "chunk_size", minimum=1)
+        if chunk_size * one > budget:
+            raise ValueError(f"chunk_size={chunk_size} strings of length N={N} need about "
+                             f"{_mib(chunk_size * one)}, over memory_mb={memory_mb:g}: lower "
+                             f"chunk_size to at most {int(budget // one)} or raise memory_mb")
+        return chunk_size
+    return max(1, min(plan_chunk(classifier, N, memory_mb, dtype=dtype), int(budget // one)))
+
+
+def _check_table_fits(nbytes, device):
+    """The output table must fit this machine's memory (CPU) or the device's free memory."""
+    if device.type == "cuda":
+        free = torch.cuda.mem_get_info(device)[0]
+        where = f"the free memory of {device}"
+    else:
+        try:
+            free = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        except (ValueError, OSError, AttributeError):          # pragma: no cover - not POSIX
+            return
+        where = "this machine's memory"
+    if nbytes > free:
+        raise ValueError(f"the truth table needs {_mib(nbytes)} (one byte per string and model), "
+                         f"more than {where} ({_mib(free)}); use fewer models, a smaller N, or "
+                         "n_samples")
+
+
 _chunk = plan_chunk
+
+
+def _trim():
+    """Give memory freed by the classifier calls back to the system (glibc ``malloc_trim``):
+    else the allocator keeps it resident and the next phase adds to it, not reuses it."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None).malloc_trim(0)
+    except (OSError, AttributeError):                            # pragma: no cover - not glibc
+        pass
 
 
 @torch.no_grad()
@@ -112,23 +248,30 @@ def _evaluate(classifier, x, margin, B):
 
 
 @torch.no_grad()
-def truth_table(classifier, N: int, *, margin: float = 0.0, device=None, dtype=None,
+def truth_table(classifier, N: int, *, margin: float | str = 0.0, device=None, dtype=None,
                 memory_mb: float = 256, chunk_size: int | None = None, progress: bool = True):
     """Labels of the classifier on all 2^N strings: int8 tensor (*pop, 2^N).
 
     Entry ``index`` is the label of the string with that index (see :mod:`sensbook.boolean`):
-    0 reject, 1 accept, -1 undecided, -2 non-finite.
+    0 reject, 1 accept, -1 undecided, -2 non-finite. Memory: the table (one byte per string
+    and model) plus at most ``memory_mb`` for the classifier calls (by its
+    ``memory_per_string`` estimate); a request that cannot fit is refused before any work.
     """
     N = check_n(N, maximum=MAX_EXHAUSTIVE_N)
     margin = _check_margin(margin)
     device, dtype = _where(classifier, device, dtype)
-    step = _chunk(classifier, N, memory_mb, chunk_size)
-    parts = []
+    _check_table_fits(_population(classifier) * 2**N, device)
+    step = check_budget(classifier, N, memory_mb, chunk_size, dtype)
+    table = None
     starts = range(0, 2**N, step)
     for a in _progress(starts, desc=f"truth table N={N}", disable=not progress):
         idx = torch.arange(a, min(a + step, 2**N), device=device)
-        parts.append(_evaluate(classifier, index_to_strings(idx, N, dtype=dtype), margin, len(idx)))
-    return torch.cat(parts, dim=-1)
+        lab = _evaluate(classifier, index_to_strings(idx, N, dtype=dtype), margin, len(idx))
+        if table is None:                   # one allocation: no list of parts, no copy at the end
+            _check_table_fits(lab[..., :1].numel() * 2**N, device)
+            table = torch.empty((*lab.shape[:-1], 2**N), dtype=torch.int8, device=lab.device)
+        table[..., a:a + len(idx)] = lab
+    return table
 
 
 @dataclass
@@ -210,32 +353,66 @@ class Profile:
 
 
 def _bincount(s, valid, N):
-    """Per-model histogram of s over valid entries; s, valid of shape (*pop, n)."""
+    """Per-model histogram of s over valid entries; s, valid of shape (*pop, n). Invalid
+    entries go to one extra bin (no boolean indexing: that would cost 24 bytes per entry)."""
     pop = s.shape[:-1]
     flat_s = s.reshape(-1, s.shape[-1])
     flat_v = valid.reshape(-1, s.shape[-1])
-    rows = torch.arange(flat_s.shape[0], device=s.device).unsqueeze(-1).expand_as(flat_s)
-    key = (rows * (N + 1) + flat_s)[flat_v]
-    h = torch.bincount(key, minlength=flat_s.shape[0] * (N + 1))
+    R = flat_s.shape[0]
+    offset = torch.arange(R, device=s.device).unsqueeze(-1) * (N + 1)
+    if flat_s.dtype == torch.int64:
+        key = flat_s + offset
+    else:                                    # one int64 array, whatever dtype s has
+        key = flat_s.to(torch.int64)
+        key += offset
+    key.masked_fill_(~flat_v, R * (N + 1))
+    h = torch.bincount(key.reshape(-1), minlength=R * (N + 1) + 1)[:R * (N + 1)]
     return h.reshape(*pop, N + 1)
 
 
-def profile_from_table(table: torch.Tensor, *, chunk: int = 1 << 16) -> Profile:
-    """The exact profile of a truth table (*pop, 2^N) of labels from :func:`truth_table`.
-
-    Works over aligned blocks of 2^c <= ``chunk`` strings, so extra memory is O(pop x chunk).
-    In a block, the neighbour across bit b < c is the other half of a pair of runs of 2^b (a
-    reshape, no index arrays); across bit b >= c it is the aligned block ``start ^ 2^b`` (a
-    slice).
-    """
+def _check_table(table):
+    """A label table: a bool or integer tensor (..., 2^N) with entries in {-2, -1, 0, 1}."""
     if not isinstance(table, torch.Tensor) or table.dim() < 1:
         raise ValueError("table must be a tensor of shape (..., 2^N)")
+    if table.is_floating_point() or table.is_complex():
+        raise ValueError(f"table must hold labels (bool or integers -2, -1, 0, 1 as from "
+                         f"truth_table or classify), got dtype {table.dtype}: turn scores into "
+                         "labels with sb.classify(scores, margin) first")
+    if table.numel() and table.dtype != torch.bool:
+        lo, hi = torch.aminmax(table)
+        if int(lo) < NONFINITE or int(hi) > ACCEPT:
+            bad = int(lo) if int(lo) < NONFINITE else int(hi)
+            raise ValueError(f"table entries must be labels -2 (non-finite), -1 (undecided), "
+                             f"0 (reject) or 1 (accept); found {bad}")
     size = table.shape[-1]
     N = size.bit_length() - 1
     if size != 2**N or N < 1:
         raise ValueError(f"table must have 2^N entries in its last axis (N >= 1), got {size}")
-    if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 1:
-        raise ValueError(f"chunk must be an integer >= 1, got {chunk!r}")
+    return N
+
+
+def profile_from_table(table: torch.Tensor, *, chunk: int = 1 << 16,
+                       memory_mb: float | None = None) -> Profile:
+    """The exact profile of a truth table (*pop, 2^N) of labels from :func:`truth_table`.
+
+    ``table`` must hold labels (bool, or integers in {-2, -1, 0, 1}); scores are refused (use
+    :func:`classify`). Works over aligned blocks of 2^c <= ``chunk`` strings, so extra memory
+    is O(pop x chunk) (about ``TABLE_BYTES`` per string and model; with ``memory_mb`` the block
+    is also capped to fit it). In a block, the neighbour across bit b < c is the other half of
+    a pair of runs of 2^b (a reshape, no index arrays); across bit b >= c it is the aligned
+    block ``start ^ 2^b`` (a slice).
+    """
+    N = _check_table(table)
+    size = table.shape[-1]
+    chunk = check_int(chunk, "chunk", minimum=1)
+    rows = max(1, table[..., 0].numel())
+    if memory_mb is not None:
+        memory_mb = check_real(memory_mb, "memory_mb", minimum=0, strict=True)
+        fit = int(memory_mb * 2**20 // (TABLE_BYTES * rows))
+        if fit < 2:
+            raise ValueError(f"memory_mb={memory_mb:g} is too small to profile {rows} models: "
+                             f"it needs at least {_mib(2 * TABLE_BYTES * rows)}")
+        chunk = min(chunk, fit)
     table = table.to(torch.int8)
     pop = table.shape[:-1]
     table = table.reshape(-1, size)
@@ -243,7 +420,6 @@ def profile_from_table(table: torch.Tensor, *, chunk: int = 1 << 16) -> Profile:
     c = min(chunk.bit_length() - 1, N)                     # blocks of 2^c strings
     c = max(c, 0)
     step = 1 << c
-    rows = table.shape[0]
     counts = torch.zeros(rows, N + 1, dtype=torch.int64, device=dev)
     z = lambda: torch.zeros(rows, dtype=torch.int64, device=dev)
     und, nonf, inc, acc = z(), z(), z(), z()
@@ -259,66 +435,119 @@ def profile_from_table(table: torch.Tensor, *, chunk: int = 1 << 16) -> Profile:
                 nb = table[:, o:o + step]
             s += nb != lab
             bad_nb |= nb < 0
+            del nb
         decided = lab >= 0
-        complete = decided & ~bad_nb
-        counts += _bincount(s.to(torch.int64), complete, N)
+        bad_nb &= decided                                    # now: decided with a bad neighbour
+        inc += bad_nb.sum(-1)
+        counts += _bincount(s, decided & ~bad_nb, N)
+        del s, bad_nb, decided
         und += (lab == UNDECIDED).sum(-1)
         nonf += (lab == NONFINITE).sum(-1)
-        inc += (decided & bad_nb).sum(-1)
         acc += (lab == ACCEPT).sum(-1)
     r = lambda t: t.reshape(pop + t.shape[1:])
-    return Profile(N, True, size, r(counts), r(und), r(nonf), r(inc), r(acc))
+    return _warn_if_mostly_undecided(Profile(N, True, size, r(counts), r(und), r(nonf), r(inc), r(acc)))
+
+
+def _warn_if_mostly_undecided(p: Profile) -> Profile:
+    """Say so when most strings of some model are undecided: its profile counts only the few
+    complete strings (a float 0/1 output read as scores, or a margin too wide, looks like
+    this). Non-finite outputs are the expected regime at eps = 0 and are only counted."""
+    bad = p.undecided * 2 > p.n_strings
+    if bool(bad.any()):
+        n, tot = int(bad.sum()), bad.numel()
+        warnings.warn(
+            f"{'the classifier' if tot == 1 else f'{n} of {tot} models'}: most of the "
+            f"{p.n_strings} strings are undecided, so the profile counts only the "
+            f"few complete ones (undecided: {p.undecided.flatten()[:5].tolist()}, non-finite: "
+            f"{p.nonfinite.flatten()[:5].tolist()}{' ...' if tot > 5 else ''}). Check the margin, "
+            "or return bool labels if the output is 0/1.", stacklevel=3)
+    return p
 
 
 @torch.no_grad()
-def sampled_profile(classifier, N: int, n_samples: int, *, margin: float = 0.0, seed: int = 0,
+def sampled_profile(classifier, N: int, n_samples: int, *, margin: float | str = 0.0, seed: int = 0,
                     device=None, dtype=None, memory_mb: float = 256, chunk_size: int | None = None,
                     progress: bool = True) -> Profile:
-    """Estimate the profile from ``n_samples`` uniform strings, each evaluated with its N flips."""
+    """Estimate the profile from ``n_samples`` uniform strings, each evaluated with its N flips.
+
+    Streams: each classifier call evaluates at most ``chunk_size`` (else a budget-sized number
+    of) strings, which may be part of one sampled string's N + 1, and only the counts are
+    kept, so memory is bounded by ``memory_mb`` whatever N and ``n_samples`` (a request whose
+    single string does not fit is refused at once, with the memory it would need). The
+    strings drawn depend only on ``seed``, never on the chunking.
+    """
     N = check_n(N)
-    if isinstance(n_samples, bool) or not isinstance(n_samples, (int, np.integer)) or n_samples < 1:
-        raise ValueError(f"n_samples must be an integer >= 1, got {n_samples!r}")
+    n_samples = check_int(n_samples, "n_samples", minimum=1)
     margin = _check_margin(margin)
+    seed = check_seed(seed)
     device, dtype = _where(classifier, device, dtype)
+    P = _population(classifier)
+    # per string also: its item's share of the drawn block (int64 randint) and the label buffer
+    step = check_budget(classifier, N, memory_mb, chunk_size, dtype, extra_per_string=8 + P)
+    block = max(1, step // (N + 1))                         # sampled strings drawn at once
     g = torch.Generator(device="cpu").manual_seed(seed)
-    step = _chunk(classifier, N, memory_mb, chunk_size, per_item=N + 1)
-    flips = torch.cat([torch.zeros(1, N), torch.eye(N)]).to(device=device, dtype=torch.bool)  # (N+1, N)
-    results = []
-    for a in _progress(range(0, n_samples, step), desc=f"sampled profile N={N}", disable=not progress):
-        n = min(step, n_samples - a)
+    counts = und = nonf = inc = acc = 0
+    j = torch.arange(N + 1, device=device)                 # 0: the string itself, j: flip bit j-1
+    for a in _progress(range(0, n_samples, block), desc=f"sampled profile N={N}", disable=not progress):
+        n = min(block, n_samples - a)
         x = torch.randint(0, 2, (n, N), generator=g).to(device=device, dtype=torch.bool)
-        xs = (x.unsqueeze(1) ^ flips).reshape(n * (N + 1), N).to(dtype)   # each string, then its flips
-        lab = _evaluate(classifier, xs, margin, n * (N + 1))
-        results.append(lab.reshape(*lab.shape[:-1], n, N + 1))
-    lab = torch.cat(results, dim=-2)                       # (*pop, n, N+1)
-    base, nbs = lab[..., 0], lab[..., 1:]
-    s = (nbs != base.unsqueeze(-1)).sum(-1)
-    decided, bad_nb = base >= 0, (nbs < 0).any(-1)
-    return Profile(N, False, n_samples, _bincount(s, decided & ~bad_nb, N),
-                   (base == UNDECIDED).sum(-1), (base == NONFINITE).sum(-1),
-                   (decided & bad_nb).sum(-1), (base == ACCEPT).sum(-1))
+        labs = None
+        total = n * (N + 1)
+        for r0 in range(0, total, step):                  # strings r = item * (N+1) + j
+            r = torch.arange(r0, min(r0 + step, total), device=device)
+            item, jj = r // (N + 1), j[r % (N + 1)]
+            xs = x[item]
+            flip = jj > 0
+            xs[flip, jj[flip] - 1] ^= True
+            lab = _evaluate(classifier, xs.to(dtype), margin, len(r))
+            del xs
+            if labs is None:
+                labs = torch.empty((*lab.shape[:-1], total), dtype=torch.int8, device=lab.device)
+            labs[..., r0:r0 + len(r)] = lab
+            del lab
+        labs = labs.reshape(*labs.shape[:-1], n, N + 1)
+        base, nbs = labs[..., 0], labs[..., 1:]
+        s = (nbs != base.unsqueeze(-1)).sum(-1)
+        decided, bad_nb = base >= 0, (nbs < 0).any(-1)
+        counts = counts + _bincount(s, decided & ~bad_nb, N)
+        und = und + (base == UNDECIDED).sum(-1)
+        nonf = nonf + (base == NONFINITE).sum(-1)
+        inc = inc + (decided & bad_nb).sum(-1)
+        acc = acc + (base == ACCEPT).sum(-1)
+        del labs, base, nbs, s
+    return _warn_if_mostly_undecided(Profile(N, False, n_samples, counts, und, nonf, inc, acc))
 
 
-def sensitivity_profile(classifier, N: int, *, margin: float = 0.0, n_samples: int | None = None,
-                        **kwargs) -> Profile:
+def sensitivity_profile(classifier, N: int, *, margin: float | str = 0.0,
+                        n_samples: int | None = None, **kwargs) -> Profile:
     """The sensitivity profile K_0..K_N of any batched Boolean classifier at length N.
 
     Exhaustive over all 2^N strings when ``n_samples`` is None (N <= 24), else sampled from
     ``n_samples`` uniform strings (any N). ``kwargs``: ``device``, ``dtype``, ``memory_mb``,
     ``chunk_size``, ``progress`` and, when sampling, ``seed``. Definitions: Section 2 of
     Kövér et al. (2026); s(f, x) = #{i : f(x) != f(x xor e_i)}.
+
+    ``margin`` (default 0: every nonzero score is decided by its sign) or ``"auto"`` (outputs
+    within rounding of 0 for their dtype are undecided: see :func:`classify`). Memory: at most
+    ``memory_mb`` (default 256) beyond the truth table of an exhaustive profile; requests that
+    cannot fit are refused before any work. A profile in which most strings are undecided or
+    non-finite comes with a warning.
     """
     if n_samples is None:
         N = check_n(N)
         if N > MAX_EXHAUSTIVE_N:
             raise ValueError(f"N={N} is too large for an exhaustive profile (allowed N <= "
                              f"{MAX_EXHAUSTIVE_N}); pass n_samples to estimate it")
-        kwargs.pop("seed", None)
-        return profile_from_table(truth_table(classifier, N, margin=margin, **kwargs))
+        seed = kwargs.pop("seed", None)
+        if seed is not None:
+            check_seed(seed)
+        table = truth_table(classifier, N, margin=margin, **kwargs)
+        _trim()
+        return profile_from_table(table, memory_mb=kwargs.get("memory_mb", 256))
     return sampled_profile(classifier, N, n_samples, margin=margin, **kwargs)
 
 
-def zero_sensitivity_count(classifier, N: int, *, margin: float = 0.0, **kwargs) -> torch.Tensor:
+def zero_sensitivity_count(classifier, N: int, *, margin: float | str = 0.0, **kwargs) -> torch.Tensor:
     """K_0(N), the number of strings all of whose neighbours share their label (exact).
 
     Theorem 4.5 of Kövér et al. (2026) lower-bounds it for almost every random transformer.

@@ -1,0 +1,299 @@
+"""Issue 15: a store and a runner that survive anything. Each test is a reproduction from the
+issue: damaged files, a read-only or full folder, kills, concurrent sweeps, bad results."""
+import json
+import math
+import os
+import pathlib
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+import sensbook as sb
+import sensbook.sweep as sw
+from sensbook.cli import main
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+def logged(config):
+    """Square of config["i"]; every call is logged to $STORE_LOG as "pid i"."""
+    log = os.environ.get("STORE_LOG")
+    if log:
+        with open(log, "a") as fh:
+            fh.write(f"{os.getpid()} {config['i']}\n")
+    time.sleep(config.get("sleep", 0))
+    return {"square": config["i"] ** 2}
+
+
+def bad_result(config):
+    return {"nan": math.nan} if config["i"] == 0 else None
+
+
+def sleeper(config):
+    """Write this worker's pid to $STORE_PIDS/<pid>, then sleep long."""
+    pathlib.Path(os.environ["STORE_PIDS"], str(os.getpid())).touch()
+    time.sleep(120)
+    return {"i": config["i"]}
+
+
+def sweep(n=3, **extra):
+    return sb.Sweep("s", [{"i": i, **extra} for i in range(n)], "tests.test_store:logged")
+
+
+def calls(log):
+    p = pathlib.Path(log)
+    return [tuple(map(int, l.split())) for l in p.read_text().splitlines()] if p.exists() else []
+
+
+def strict_json(text):
+    """json.loads that refuses NaN / Infinity tokens (standard JSON only)."""
+    def refuse(tok):
+        raise ValueError(f"non-standard JSON token {tok}")
+    return json.loads(text, parse_constant=refuse)
+
+
+def _alive(pid):
+    try:
+        state = pathlib.Path(f"/proc/{pid}/status").read_text()
+    except FileNotFoundError:
+        return False
+    return "\nState:\tZ" not in state                  # a zombie has exited
+
+
+# ---- malformed stored files -------------------------------------------------------------------
+DAMAGE = {
+    "null": lambda p: p.write_text("null"),
+    "a list": lambda p: p.write_text("[1, 2]"),
+    "binary": lambda p: p.write_bytes(b"\x80\x81\xfe\xff\x00"),
+    "no result key": lambda p: p.write_text(json.dumps(
+        {k: v for k, v in json.loads(p.read_text()).items() if k != "result"})),
+    "an edited result": lambda p: p.write_text(json.dumps(
+        {**json.loads(p.read_text()), "result": {"square": 5}})),
+    "a directory": lambda p: (p.unlink(), p.mkdir()),
+}
+
+
+@pytest.mark.parametrize("how", list(DAMAGE))
+def test_a_malformed_file_is_named_moved_aside_and_recomputed(tmp_path, monkeypatch, how):
+    log = tmp_path / "log"
+    monkeypatch.setenv("STORE_LOG", str(log))
+    res, _ = sb.run_sweep(sweep(), tmp_path, progress=False)
+    store = sb.Store(tmp_path, "s")
+    p = store.path({"i": 1})
+    DAMAGE[how](p)
+    with pytest.warns(UserWarning, match=p.name):
+        assert not store.done({"i": 1})                       # what --status asks: named
+    assert p.exists() is False and len(list(p.parent.glob(p.name + ".bad-*"))) == 1
+    DAMAGE["null"](p)                                        # damaged again: a resume recomputes
+    with pytest.warns(UserWarning, match=p.name):
+        again, stats = sb.run_sweep(sweep(), tmp_path, progress=False)
+    assert again == res and stats == {"stored": 2, "computed": 1, "missing": 0}
+    assert [i for _, i in calls(log)] == [0, 1, 2, 1]
+    assert store.load({"i": 1}) == {"square": 1}
+
+
+def test_stored_results_carry_a_checksum_and_are_standard_json(tmp_path):
+    sb.run_sweep(sweep(), tmp_path, progress=False)
+    for p in (tmp_path / "s").glob("*.json"):
+        rec = strict_json(p.read_text())
+        assert rec["sha256"] == sw._checksum(rec) and len(rec["sha256"]) == 64
+
+
+def test_nan_results_and_none_results_are_errors(tmp_path):
+    s = sb.Sweep("bad", [{"i": 0}, {"i": 1}], "tests.test_store:bad_result")
+    with pytest.raises(ValueError, match="standard JSON"):
+        sb.run_sweep(sb.Sweep("bad", [{"i": 0}], s.runner), tmp_path, progress=False)
+    with pytest.raises(ValueError, match="returned None"):
+        sb.run_sweep(sb.Sweep("bad", [{"i": 1}], s.runner), tmp_path, progress=False)
+    assert list((tmp_path / "bad").glob("*.json")) == []    # nothing stored, nothing claimed
+    assert list((tmp_path / "bad").glob("*.claim")) == []
+
+
+def test_duplicate_configurations_are_named():
+    with pytest.raises(ValueError, match=r'#0 and #2 are both \{"i":1\}'):
+        sb.Sweep("d", [{"i": 1}, {"i": 2}, {"i": 1}], "tests.test_store:logged")
+
+
+# ---- a folder that cannot take results ---------------------------------------------------------
+def test_an_unwritable_folder_fails_before_computing(tmp_path, monkeypatch):
+    log = tmp_path / "log"
+    monkeypatch.setenv("STORE_LOG", str(log))
+    blocked = tmp_path / "file"
+    blocked.write_text("not a folder")
+    with pytest.raises(OSError, match="not writable.*nothing was computed"):
+        sb.run_sweep(sweep(), blocked, progress=False)
+    if os.geteuid() != 0:                                    # root writes through chmod
+        ro = tmp_path / "ro"
+        (ro / "s").mkdir(parents=True)
+        (ro / "s").chmod(0o555)
+        with pytest.raises(OSError, match="not writable"):
+            sb.run_sweep(sweep(), ro, progress=False)
+    assert calls(log) == []
+
+
+def test_a_full_folder_fails_before_computing(tmp_path, monkeypatch):
+    log = tmp_path / "log"
+    monkeypatch.setenv("STORE_LOG", str(log))
+    full = lambda path: type("usage", (), {"free": 4096})()
+    monkeypatch.setattr(sw.shutil, "disk_usage", full)
+    with pytest.raises(OSError, match="is full"):
+        sb.run_sweep(sweep(), tmp_path, progress=False)
+    assert calls(log) == []
+
+
+def test_stray_tmp_files_from_a_kill_are_cleaned(tmp_path):
+    folder = tmp_path / "s"
+    folder.mkdir()
+    old, fresh = folder / ".abc.123.tmp", folder / ".def.456.tmp"
+    old.write_text("{ torn")
+    fresh.write_text("{ being written")
+    t = time.time() - 2 * sw.TMP_STALE
+    os.utime(old, (t, t))
+    sb.run_sweep(sweep(), tmp_path, progress=False)
+    assert not old.exists() and fresh.exists()               # a young one may be in flight
+
+
+# ---- claims: concurrent runners split the work -------------------------------------------------
+def _claim(store, config, host, pid, age=0.0):
+    p = store.claim_path(config)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_text(json.dumps({"owner": f"{host}:{pid}:x", "host": host, "pid": pid}))
+    t = time.time() - age
+    os.utime(p, (t, t))
+    return p
+
+
+@pytest.mark.parametrize("why", ["no heartbeat", "process gone"])
+def test_a_stale_claim_is_taken_over(tmp_path, monkeypatch, why):
+    log = tmp_path / "log"
+    monkeypatch.setenv("STORE_LOG", str(log))
+    store = sb.Store(tmp_path, "s")
+    if why == "no heartbeat":
+        p = _claim(store, {"i": 1}, "another-host", 1, age=2 * sw.CLAIM_STALE)
+    else:
+        dead = subprocess.Popen([sys.executable, "-c", "pass"])
+        dead.wait()
+        p = _claim(store, {"i": 1}, socket.gethostname(), dead.pid)
+    res, stats = sb.run_sweep(sweep(), tmp_path, progress=False)
+    assert stats["computed"] == 3 and sorted(i for _, i in calls(log)) == [0, 1, 2]
+    assert not p.exists() and res[1] == {"square": 1}
+
+
+def test_a_live_claim_is_waited_for_not_recomputed(tmp_path, monkeypatch):
+    log = tmp_path / "log"
+    monkeypatch.setenv("STORE_LOG", str(log))
+    monkeypatch.setattr(sw, "CLAIM_POLL", 0.05)
+    store = sb.Store(tmp_path, "s")
+    p = _claim(store, {"i": 1}, "another-host", 1)         # fresh heartbeat: alive
+
+    def other_runner_finishes():
+        time.sleep(0.5)
+        store.save({"i": 1}, {"square": "from the other runner"})
+        p.unlink()
+    t = threading.Thread(target=other_runner_finishes)
+    t.start()
+    res, stats = sb.run_sweep(sweep(), tmp_path, progress=False)
+    t.join()
+    assert res[1] == {"square": "from the other runner"}
+    assert sorted(i for _, i in calls(log)) == [0, 2]
+    assert stats == {"stored": 1, "computed": 2, "missing": 0}
+
+
+CONCURRENT = """
+import os, pathlib, sys, time
+sys.path.insert(0, {root!r})
+import sensbook as sb
+from tests.test_store import sweep
+ready = pathlib.Path({out!r}) / "ready"
+ready.mkdir(exist_ok=True)
+(ready / str(os.getpid())).touch()
+while len(list(ready.iterdir())) < 2:          # start together
+    time.sleep(0.01)
+res, stats = sb.run_sweep(sweep(8, sleep=0.4), {out!r}, workers={workers}, progress=False)
+print(stats, [r["square"] for r in res])
+"""
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_two_sweeps_on_one_folder_split_the_work(tmp_path, workers):
+    log = tmp_path / "log"
+    env = {**os.environ, "STORE_LOG": str(log), "PYTHONPATH": str(ROOT), "SENSBOOK_PROGRESS": "0"}
+    code = CONCURRENT.format(root=str(ROOT), out=str(tmp_path), workers=workers)
+    procs = [subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    outs = [p.communicate(timeout=300) for p in procs]
+    assert all(p.returncode == 0 for p in procs), [e for _, e in outs]
+    squares = str([i * i for i in range(8)])
+    assert all(squares in o for o, _ in outs)                # both return every result
+    done = calls(log)
+    assert sorted(i for _, i in done) == list(range(8))      # each computed exactly once
+    by_sweep = [eval(o.split("}")[0] + "}") for o, _ in outs]
+    assert sum(s["computed"] for s in by_sweep) == 8
+    assert all(s["computed"] >= 1 for s in by_sweep)         # the work was split
+    assert list((tmp_path / "s").glob("*.claim")) == []
+
+
+# ---- processes ---------------------------------------------------------------------------------
+KILLED = """
+import sys
+sys.path.insert(0, {root!r})
+import sensbook as sb
+s = sb.Sweep("k", [{{"i": i}} for i in range(4)], "tests.test_store:sleeper")
+sb.run_sweep(s, {out!r}, workers=2, progress=False)
+"""
+
+
+def test_workers_die_with_their_parent(tmp_path):
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    env = {**os.environ, "STORE_PIDS": str(pids), "PYTHONPATH": str(ROOT), "SENSBOOK_PROGRESS": "0"}
+    parent = subprocess.Popen([sys.executable, "-c", KILLED.format(root=str(ROOT), out=str(tmp_path))],
+                              env=env)
+    deadline = time.time() + 120
+    while len(list(pids.iterdir())) < 2 and time.time() < deadline and parent.poll() is None:
+        time.sleep(0.1)
+    workers = [int(p.name) for p in pids.iterdir()]
+    assert len(workers) == 2 and all(_alive(w) for w in workers)
+    parent.send_signal(signal.SIGKILL)
+    parent.wait()
+    deadline = time.time() + 15
+    while any(_alive(w) for w in workers) and time.time() < deadline:
+        time.sleep(0.1)
+    alive = [w for w in workers if _alive(w)]
+    for w in alive:                                          # do not leave them behind
+        os.kill(w, signal.SIGKILL)
+    assert alive == []
+
+
+# ---- the command line --------------------------------------------------------------------------
+@pytest.mark.parametrize("bad", [",", "cpu,,cpu", " , "])
+def test_cli_devices_without_a_device_is_an_error(tmp_path, capsys, bad):
+    assert main(["sweep", "ch6", "--scale", "ci", "--out", str(tmp_path), "--devices", bad]) == 2
+    assert "--devices" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(sb.device().type == "cuda", reason="this machine has CUDA")
+def test_cli_cuda_without_cuda_names_the_option(tmp_path, capsys):
+    assert main(["sweep", "ch6", "--out", str(tmp_path), "--devices", "cuda:0,cuda:1"]) == 2
+    err = capsys.readouterr().err
+    assert "--devices" in err and "CUDA" in err
+    assert main(["sweep", "ch6", "--out", str(tmp_path), "--device", "cuda"]) == 2
+    assert "--device=" in capsys.readouterr().err
+
+
+def test_cli_honours_sensbook_scale_when_scale_is_absent(tmp_path, capsys, monkeypatch):
+    for scale in ("ci", "paper"):
+        monkeypatch.setenv("SENSBOOK_SCALE", scale)
+        assert main(["sweep", "ch6", "--out", str(tmp_path), "--status"]) == 0
+        n = len(sb.EXPERIMENTS["ch6.training"].configs(scale))
+        assert f"@ {scale}: 0/{n} stored" in capsys.readouterr().out
+    assert main(["sweep", "ch6", "--scale", "ci", "--out", str(tmp_path), "--status"]) == 0
+    assert "@ ci:" in capsys.readouterr().out                # --scale wins over the variable
+    monkeypatch.setenv("SENSBOOK_SCALE", "huge")
+    assert main(["sweep", "ch6", "--out", str(tmp_path), "--status"]) == 2
+    assert "SENSBOOK_SCALE='huge'" in capsys.readouterr().err

@@ -49,7 +49,9 @@ def device() -> torch.device:
     """``$SENSBOOK_DEVICE`` if set, else CUDA when available, else the CPU."""
     name = os.environ.get("SENSBOOK_DEVICE")
     if name:
-        return torch.device(name)
+        from .profile import check_device
+
+        return check_device(name, "SENSBOOK_DEVICE")
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 

@@ -48,7 +48,9 @@ MUTANTS = (
            "model.py", "var + self._eps", "var + 0.0 * self._eps",
            ("ch2_transformer", "ch3_eps_positive", "ch5_expressivity", "ch4_eps_zero"), count=0),
     Mutant("profiler-miscounts", "the profiler counts strings of sensitivity 1 as sensitivity 0",
-           "profile.py", "MISCOUNT_ANCHOR", "MISCOUNT_ANCHOR",
+           "profile.py", "    return h.reshape(*pop, N + 1)",
+           "    h = h.reshape(*pop, N + 1).clone(); h[..., 0] += h[..., 1]; h[..., 1] = 0\n"
+           "    return h",
            ("ch1_sensitivity", "ch2_transformer")),
     Mutant("construction-weight", "one weight of the PARITY construction changed",
            "constructions.py", "enumerate((1.0, -2.0, 1.0))", "enumerate((1.0, -2.0, 0.9))",

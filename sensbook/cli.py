@@ -149,7 +149,8 @@ def main(argv=None) -> int:
             for s in scales:
                 cells.append(f"{len(e.configs(s)):>5d}, {_fmt_seconds(e.predicted_seconds(s)):>19s}")
             print(f"{e.name:28s} " + " ".join(f"{c:>26s}" for c in cells))
-        print("predicted: seconds on the reference machine (2 CPU cores, one thread per worker)")
+        print("predicted: CPU time of one thread on the reference machine (a 2-core CPU); "
+              "--workers 2 takes about half of that in wall time")
         return 0
     if args.command == "calibrate":
         import tempfile

@@ -337,7 +337,7 @@ def _survey(config, dev):
         model = control_population(config["arch"], seeds, N=N, D=config["D"],
                                    L=config["L"], H=config["H"], eps=config["eps"],
                                    init=config["init"], device=dev)
-        table = truth_table(model, N, progress=False, chunk_size=256)
+        table = truth_table(model, N, progress=False)
     return {**_summary(table), "cpu_seconds": time.process_time() - c0}
 
 
@@ -426,7 +426,7 @@ def _train(config, dev):
                                device=dev)
 
     def measure():
-        table = truth_table(model, N, progress=False, chunk_size=256)
+        table = truth_table(model, N, progress=False)
         return {**_summary(table), "accuracy": accuracy(model, f, N).tolist()}
 
     before = measure()

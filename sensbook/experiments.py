@@ -149,7 +149,7 @@ def run_all(exps, scale: str, out=None, *, workers: int = 1, progress: bool = Tr
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
     from .scale import progress as _progress
-    from .sweep import CLAIM_POLL, Store, _attempt, _init_worker, results_dir
+    from .sweep import CLAIM_POLL, Store, _attempt, _init_worker, canonical, results_dir
 
     out = results_dir() if out is None else out
     todo, counts = [], {}
@@ -175,10 +175,18 @@ def run_all(exps, scale: str, out=None, *, workers: int = 1, progress: bool = Tr
         counts[name][0 if how == "stored" else 1] += 1
         bar.update(1)
 
+    failed = []                             # one failing configuration stops no other
+
+    def attempt_here(name, args):
+        try:
+            take(name, args, _attempt(*args))
+        except Exception as err:            # noqa: BLE001 - reported with its configuration
+            failed.append((name, args[4], err))
+
     try:
         if workers == 1 or len(todo) <= 1:
             for _, name, args in todo:
-                take(name, args, _attempt(*args))
+                attempt_here(name, args)
         else:
             ctx = mp.get_context("spawn")
             threads = max(1, (os.cpu_count() or 1) // workers)
@@ -187,12 +195,19 @@ def run_all(exps, scale: str, out=None, *, workers: int = 1, progress: bool = Tr
                                      initargs=(threads, None, None, os.getpid())) as ex:
                 futs = {ex.submit(_attempt, *args): (name, args) for _, name, args in todo}
                 for f in as_completed(futs):
-                    take(*futs[f], f.result())
+                    try:
+                        take(*futs[f], f.result())
+                    except Exception as err:    # noqa: BLE001
+                        failed.append((futs[f][0], futs[f][1][4], err))
         while pending:
             time.sleep(CLAIM_POLL)
             waiting, pending[:] = list(pending), []
             for name, args in waiting:
-                take(name, args, _attempt(*args))
+                attempt_here(name, args)
     finally:
         bar.close()
+    if failed:
+        lines = [f"{name} {canonical(c)}: {type(e).__name__}: {e}" for name, c, e in failed]
+        raise RuntimeError(f"{len(failed)} configuration(s) failed (the others are stored):\n"
+                           + "\n".join(lines))
     return {k: tuple(v) for k, v in counts.items()}

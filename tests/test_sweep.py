@@ -267,3 +267,16 @@ def test_run_all_pools_several_experiments_and_resumes(tmp_path, monkeypatch):
     for f in fakes:
         got = ex.run_experiment(f.name, "ci", tmp_path, progress=False, compute=False)
         assert got == [{"square": c["i"] ** 2, "tag": c["tag"]} for c in f.configs("ci")]
+
+
+def test_run_all_reports_a_failing_configuration_and_stores_the_others(tmp_path, monkeypatch):
+    from sensbook import experiments as ex
+
+    monkeypatch.setenv("FAKE_FAIL_AT", "1")
+    fake = ex.Experiment("tst.fail", lambda s: [{"i": i, "tag": "f"} for i in range(3)],
+                         "tests.test_sweep:fake", lambda c: 1.0)
+    monkeypatch.setattr(ex, "EXPERIMENTS", {**ex.registry(), fake.name: fake})
+    with pytest.raises(RuntimeError, match=r"(?s)1 configuration\(s\) failed.*injected failure at 1"):
+        ex.run_all([fake], "ci", tmp_path, workers=1, progress=False)
+    st = sb.Store(tmp_path, "tst.fail")
+    assert [st.done(c) for c in fake.configs("ci")] == [True, False, True]

@@ -40,7 +40,7 @@ from torch.func import functional_call, stack_module_state, vmap
 
 from .boolean import check_n, check_strings
 from .experiments import Experiment, register
-from .model import INITS, Recognizer, positional_features
+from .model import INITS, Recognizer, add_parameters, positional_features
 
 ARCHS = ("post-LN", "pre-LN", "no-LN", "RMS", "LSTM", "MLP")
 NORMS = {"post-LN": "post", "pre-LN": "pre", "no-LN": "none", "RMS": "rms"}
@@ -60,18 +60,7 @@ class Transformer(nn.Module):
         F = 4 * D if F is None else F
         self.D, self.L, self.H, self.F = D, L, H, F
         self.norm, self.eps = norm, float(eps)
-        z = lambda *s: nn.Parameter(torch.zeros(*s))
-        self.tok, self.pos = z(3, D), z(3, D)
-        self.layers = nn.ModuleList()
-        for _ in range(L):
-            lay = nn.Module()
-            for m in ("Wq", "Wk", "Wv", "Wo"):
-                setattr(lay, m, z(D, D))
-            for b in ("bq", "bk", "bv", "bo", "b2"):
-                setattr(lay, b, z(D))
-            lay.W1, lay.b1, lay.W2 = z(D, F), z(F), z(F, D)
-            self.layers.append(lay)
-        self.w, self.omega = z(D), z(())
+        add_parameters(self, D, L, F, lambda *s: nn.Parameter(torch.zeros(s)))
 
     def _norm(self, d):
         if self.norm == "rms":

@@ -79,6 +79,24 @@ class Trace:
     inputs: torch.Tensor | None = None
 
 
+def add_parameters(module: nn.Module, D: int, L: int, F: int, zeros) -> None:
+    """The recognizer's parameters, by name, on ``module``: ``tok``, ``pos`` (3 x D), per layer
+    ``Wq Wk Wv Wo`` (D x D), ``bq bk bv bo b2`` (D), ``W1`` (D x F), ``b1`` (F), ``W2`` (F x D),
+    and the readout ``w`` (D), ``omega``; ``zeros(*shape)`` makes each one (with any leading
+    population axis). One layout for :class:`Recognizer` and the controls of chapter 7."""
+    module.tok, module.pos = zeros(3, D), zeros(3, D)
+    module.layers = nn.ModuleList()
+    for _ in range(L):
+        layer = nn.Module()
+        for m in ("Wq", "Wk", "Wv", "Wo"):
+            setattr(layer, m, zeros(D, D))
+        for b in ("bq", "bk", "bv", "bo", "b2"):
+            setattr(layer, b, zeros(D))
+        layer.W1, layer.b1, layer.W2 = zeros(D, F), zeros(F), zeros(F, D)
+        module.layers.append(layer)
+    module.w, module.omega = zeros(D), zeros()
+
+
 class Recognizer(nn.Module):
     """P independent transformer recognizers (:mod:`sensbook.model` gives the equations).
 
@@ -102,18 +120,7 @@ class Recognizer(nn.Module):
         self.P, self.D, self.L, self.H, self.F = P, D, L, H, F
         self.eps = eps
         kw = dict(device=device, dtype=dtype)
-        z = lambda *s: nn.Parameter(torch.zeros(P, *s, **kw))
-        self.tok, self.pos = z(3, D), z(3, D)
-        self.layers = nn.ModuleList()
-        for _ in range(L):
-            layer = nn.Module()
-            for m in ("Wq", "Wk", "Wv", "Wo"):
-                setattr(layer, m, z(D, D))
-            for b in ("bq", "bk", "bv", "bo", "b2"):
-                setattr(layer, b, z(D))
-            layer.W1, layer.b1, layer.W2 = z(D, F), z(F), z(F, D)
-            self.layers.append(layer)
-        self.w, self.omega = z(D), z()
+        add_parameters(self, D, L, F, lambda *s: nn.Parameter(torch.zeros(P, *s, **kw)))
 
     # ---- parameters -----------------------------------------------------------------------
     @property

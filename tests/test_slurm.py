@@ -95,7 +95,7 @@ def test_a_sweep_through_slurm_stores_what_the_local_run_stores(cluster, tmp_pat
     slurm, stats = sb.run_sweep(real, tmp_path / "slurm", progress=False, executor=ex)
     assert stats == {"stored": 0, "computed": 1, "missing": 0} and len(ex.submitted) == 1
     # equal except the runner's own timings (cpu_seconds, seconds_train, ...)
-    assert untimed(slurm) == untimed(local) and untimed(slurm)[0]["accuracy"]
+    assert untimed(slurm) == untimed(local) and untimed(slurm)[0]["eval_accuracy"]
 
 
 def test_a_cancelled_job_is_reported_and_only_it_is_recomputed(cluster, tmp_path, monkeypatch,

@@ -94,8 +94,21 @@ def run(mutant: Mutant, python: str, timeout: int) -> tuple:
                                 "--nbval-lax", "--nbval-current-env", f"--nbval-cell-timeout={timeout}",
                                 str(src)], env=env, cwd=ROOT, capture_output=True, text=True)
             if r.returncode != 0:
-                return ch, time.time() - t0
+                return f"{ch} ({_reason(r.stdout)})", time.time() - t0
     return None, time.time() - t0
+
+
+def _reason(out: str) -> str:
+    """The failing cell and the first error line of a failed nbval run (so a mutant caught for
+    an unrelated reason, e.g. an import error, is visible as such)."""
+    import re
+
+    plain = re.sub(r"\x1b\[[0-9;]*m", "", out)
+    cell = re.search(r"FAILED \S+::(Cell \d+)", plain)
+    err = re.search(r"^(\w*(?:Error|Exception))\s", plain, flags=re.M)
+    line = re.search(r"^-+> *\d+ (.*)$", plain[err.start():] if err else "", flags=re.M)
+    return (f"{cell.group(1) if cell else '?'}, {err.group(1) if err else 'no error'} at: "
+            f"{line.group(1).strip()[:90] if line else '?'}")
 
 
 def main(argv=None) -> int:
@@ -115,7 +128,7 @@ def main(argv=None) -> int:
     survivors = []
     for m in [known[n] for n in args.names] or MUTANTS:
         caught, secs = run(m, sys.executable, args.timeout)
-        print(f"{m.name:24s} {'caught by ' + caught if caught else 'SURVIVED':34s} ({secs:.0f} s)",
+        print(f"{m.name:22s} {'caught by ' + caught if caught else 'SURVIVED'} ({secs:.0f} s)",
               flush=True)
         if not caught:
             survivors.append(m.name)

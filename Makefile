@@ -67,13 +67,13 @@ book-publish: setup assets
 test: setup unit slurm-test chapters book-ci site-test
 
 unit: setup
-	OMP_NUM_THREADS=1 SENSBOOK_SCALE=ci SENSBOOK_PROGRESS=0 $(BIN)/python -m pytest -q -n $(JOBS) tests --ignore=tests/site --ignore=tests/test_slurm.py
+	OMP_NUM_THREADS=1 SENSBOOK_SCALE=ci SENSBOOK_PROGRESS=0 $(BIN)/python -m pytest -q -n $(JOBS) tests --ignore=tests/site --ignore=tests/runtime/test_slurm.py
 
 # A one-node Slurm cluster on this machine (tools/slurm_cluster.sh: Debian's slurmctld, slurmd,
 # slurm-client and munge, installed with apt-get when missing) runs ci-scale sweeps as job arrays
-# and stops again (tests/test_slurm.py; skipped only without root or apt-get). About two minutes.
+# and stops again (tests/runtime/test_slurm.py; skipped only without root or apt-get). About two minutes.
 slurm-test: setup
-	OMP_NUM_THREADS=1 SENSBOOK_SCALE=ci SENSBOOK_PROGRESS=0 $(BIN)/python -m pytest -q tests/test_slurm.py
+	OMP_NUM_THREADS=1 SENSBOOK_SCALE=ci SENSBOOK_PROGRESS=0 $(BIN)/python -m pytest -q tests/runtime/test_slurm.py
 
 # Checks the HTML in _build/html (run `make book-ci` or `make book` first).
 site-test: setup chromium

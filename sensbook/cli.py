@@ -23,7 +23,7 @@ import sys
 
 
 def _parser():
-    from .scale import SCALES
+    from .settings import SCALES
 
     p = argparse.ArgumentParser(prog="sensbook", description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -79,7 +79,7 @@ def _cluster_executor(args):
     """The executor the options ask for (None: the local process pool), or ValueError."""
     if args.executor == "local":
         return None
-    from .executors import SubmititExecutor
+    from .runtime.executors import SubmititExecutor
 
     return SubmititExecutor("slurm" if args.executor == "slurm" else "local",
                             partition=args.partition, time=args.time,
@@ -89,7 +89,7 @@ def _cluster_executor(args):
 
 
 def _status(sweep, out, scale, store) -> None:
-    from .executors import describe, status, summary
+    from .runtime.executors import describe, status, summary
 
     states = status(out, sweep.name, store.version, sweep.configs)
     stored = sum(s.state == "stored" for s in states)
@@ -106,7 +106,7 @@ def _fmt_seconds(s: float) -> str:
 
 
 def _scale(args):
-    from .scale import scale
+    from .settings import scale
 
     return args.scale or scale()
 
@@ -115,7 +115,7 @@ def _devices(args):
     """``--device`` checked, and ``--devices`` as a list of device names (None when absent):
     an empty entry (``--devices ,`` or ``cuda:0,,cuda:1``) or a name torch does not know is an
     error naming the option."""
-    from .profile import check_device
+    from .settings import check_device
 
     if args.device is not None:
         check_device(args.device, "--device")
@@ -133,8 +133,9 @@ def _devices(args):
 def main(argv=None) -> int:
     args = _parser().parse_args(argv)
     from .experiments import select
-    from .scale import SCALES
-    from .sweep import Store, results_dir, run_sweep
+    from .settings import SCALES
+    from .runtime.store import Store, results_dir
+    from .runtime.sweep import run_sweep
 
     try:
         exps = select(getattr(args, "experiment", "all"))
@@ -200,7 +201,7 @@ def main(argv=None) -> int:
         executor.wait = True
     for e in exps:
         sweep = e.sweep(scale)
-        store = Store(out, sweep.name)
+        store = Store(out, sweep.name, sweep.version)
         if args.status:
             _status(sweep, out, scale, store)
             continue

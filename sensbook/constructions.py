@@ -227,34 +227,3 @@ def target(name: str):
     if name not in CONSTRUCTIONS:
         raise ValueError(f"name={name!r} is unknown; allowed: {', '.join(CONSTRUCTIONS)}")
     return {"PARITY": PARITY, "FIRST": FIRST, "MAJORITY": MAJORITY}[name]
-
-
-@torch.no_grad()
-def exact_check(config: dict) -> dict:
-    """Experiment ``ch5.exact``: one construction at one length, float64, eps = 0.
-
-    ``config``: ``name``, ``N`` and ``n_samples`` (``None``: all 2^N strings, else that many
-    uniform strings drawn with ``seed``). Returns ``correct`` (every sign right), ``min_abs_T``
-    and ``max_abs_T`` (the achieved margin and its largest value), ``n_strings``.
-    """
-    from .boolean import strings
-    from .scale import device
-
-    name, N = config["name"], check_n(config["N"])
-    if name == "MAJORITY" and N % 2 == 0:
-        raise ValueError(f"N={N}: MAJORITY is built for odd N only")
-    model = BUILDERS[name](device=device())
-    f = target(name)
-    n = config.get("n_samples")
-    if n is None:
-        x = strings(N, dtype=torch.float64)
-    else:
-        g = torch.Generator().manual_seed(int(config.get("seed", 0)))
-        x = torch.randint(0, 2, (int(n), N), generator=g).double()
-    step = max(1, 2**22 // (N + 1) ** 2)
-    T = torch.cat([model(x[a:a + step].to(model.device))[0].cpu()
-                   for a in range(0, len(x), step)])
-    finite = bool(torch.isfinite(T).all())          # NaN/inf never counted as a sign
-    return {"correct": finite and bool(torch.equal(T > 0, f(x))),
-            "min_abs_T": float(T.abs().min()) if finite else None,
-            "max_abs_T": float(T.abs().max()) if finite else None, "n_strings": len(x)}

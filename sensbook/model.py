@@ -41,7 +41,7 @@ import torch.nn.functional as Fn
 from torch import nn
 
 from .boolean import check_int, check_n, check_real, check_seed, check_strings
-from .profile import check_device
+from .settings import check_device
 
 INITS = ("uniform", "gaussian", "xavier_uniform", "xavier_normal")
 EOS = 2  # token ids: 0, 1, eos

@@ -28,7 +28,7 @@ import torch
 
 from .boolean import (MAX_EXHAUSTIVE_N, check_int, check_n, check_real, check_seed,
                       index_to_strings)
-from .scale import progress as _progress
+from .settings import check_device, progress as _progress
 
 REJECT, ACCEPT, UNDECIDED, NONFINITE = 0, 1, -1, -2
 LABELS = (NONFINITE, UNDECIDED, REJECT, ACCEPT)
@@ -92,23 +92,6 @@ def _check_margin(margin, dtype=None):
             raise ValueError(f"margin must be a finite number >= 0 or 'auto', got {margin!r}")
         return margin if dtype is None else rounding_margin(dtype)
     return check_real(margin, "margin", minimum=0)
-
-
-def check_device(device, argument="device") -> torch.device:
-    """A torch device that exists here; CUDA asked for without CUDA is an error naming
-    ``argument`` (the argument or environment variable that asked for it)."""
-    try:
-        dev = torch.device(device)
-    except (RuntimeError, TypeError) as e:
-        raise ValueError(f"{argument}={device!r} is not a torch device ({e})") from None
-    if dev.type == "cuda":
-        if not torch.cuda.is_available():
-            raise ValueError(f"{argument}={device!r} asks for CUDA, but torch.cuda.is_available() "
-                             "is False on this machine; use 'cpu'")
-        if dev.index is not None and dev.index >= torch.cuda.device_count():
-            raise ValueError(f"{argument}={device!r}: this machine has "
-                             f"{torch.cuda.device_count()} CUDA device(s)")
-    return dev
 
 
 def _where(classifier, device, dtype):
@@ -553,3 +536,21 @@ def zero_sensitivity_count(classifier, N: int, *, margin: float | str = 0.0, **k
     Theorem 4.5 of Kövér et al. (2026) lower-bounds it for almost every random transformer.
     """
     return sensitivity_profile(classifier, N, margin=margin, **kwargs).K0
+
+
+# ---- random functions (experiment E1's control) ------------------------------------------
+def random_function_profiles(N: int, n_functions: int, *, seed: int = 0,
+                             chunk: int = 256) -> np.ndarray:
+    """Exact profiles K_0..K_N of ``n_functions`` uniformly random Boolean functions on
+    {0,1}^N: int64 array (n_functions, N+1), seeded, batched."""
+    N = check_n(N, maximum=MAX_EXHAUSTIVE_N)
+    if isinstance(n_functions, bool) or not isinstance(n_functions, (int, np.integer)) \
+            or n_functions < 1:
+        raise ValueError(f"n_functions must be an integer >= 1, got {n_functions!r}")
+    g = torch.Generator().manual_seed(seed)
+    out = []
+    for a in _progress(range(0, n_functions, chunk), desc=f"random functions N={N}"):
+        n = min(chunk, n_functions - a)
+        tables = torch.randint(0, 2, (n, 2**N), generator=g, dtype=torch.int8)
+        out.append(profile_from_table(tables).K.numpy())
+    return np.concatenate(out)

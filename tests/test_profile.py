@@ -106,3 +106,11 @@ def test_random_tables_give_poisson_one_zero_sensitivity_counts():
 def test_bad_input(bad, match):
     with pytest.raises((ValueError, TypeError), match=match):
         bad()
+
+
+def test_random_function_profiles_match_truth_table_profiles():
+    # Same seed stream as random_function_profiles (one chunk); each row from the numpy path.
+    K = sb.random_function_profiles(7, 50, seed=3)
+    g = torch.Generator().manual_seed(3)
+    tables = torch.randint(0, 2, (50, 2**7), generator=g, dtype=torch.int8)
+    assert K.tolist() == [sb.TruthTable(t).profile(7).tolist() for t in tables]

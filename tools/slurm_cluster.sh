@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A one-node Slurm cluster on this machine, for tests (tests/test_slurm.py, `make slurm-test`).
+# A one-node Slurm cluster on this machine, for tests (tests/runtime/test_slurm.py, `make slurm-test`).
 #
 #   tools/slurm_cluster.sh start [SCRATCH]   # installs slurmctld slurmd slurm-client munge with
 #                                            # apt-get when missing, writes SCRATCH/slurm.conf

@@ -14,9 +14,9 @@ import pytest
 import yaml
 
 import sensbook as sb
-import sensbook.published as pub
-from tests.test_executors import fake_experiment
-from tests.test_sweep import ROOT, calls
+import sensbook.runtime.published as pub
+from tests.runtime.test_executors import fake_experiment
+from tests.runtime.test_sweep import ROOT, calls
 
 
 @pytest.fixture

@@ -22,7 +22,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
-#: The repository, as in ``_config.yml`` (``repository.url``; tests/test_published.py checks that
+#: The repository, as in ``_config.yml`` (``repository.url``; tests/runtime/test_published.py checks that
 #: they agree). Colab installs the package without the book's files, so the URL lives here too.
 REPOSITORY = "https://github.com/sensbook/sensbook"
 
@@ -80,12 +80,12 @@ def fetch_missing(sweep, out, base: str | None = None) -> tuple:
     (exact version and configuration only). Returns ``(number copied, base URL or None)``; with no
     published site (see :func:`published_url`) nothing is fetched. A network failure stops the
     fetching with one warning; what is missing is then computed as usual."""
-    from .sweep import Store, canonical, key
+    from .store import Store, canonical, key
 
     base = published_url() if base is None else base
     if base is None:
         return 0, None
-    store = Store(out, sweep.name)
+    store = Store(out, sweep.name, sweep.version)
     copied = 0
     for c in sweep.configs:
         if store.record(c) is not None:

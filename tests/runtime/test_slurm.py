@@ -17,11 +17,11 @@ import pytest
 
 import sensbook as sb
 from sensbook.cli import main
-from sensbook.executors import SubmititExecutor, status
-from tests.test_executors import fake_experiment, records
-from tests.test_sweep import calls, snapshot
+from sensbook.runtime.executors import SubmititExecutor, status
+from tests.runtime.test_executors import fake_experiment, records
+from tests.runtime.test_sweep import calls, snapshot
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "tools" / "slurm_cluster.sh"
 
 

@@ -137,7 +137,7 @@ class ConfigStatus:
 def status(root, name, version_, configs) -> list:
     """One :class:`ConfigStatus` per configuration of sweep ``name`` (store ``root``, code
     version ``version_``), in order."""
-    from .sweep import Store, key
+    from .store import Store, key
 
     folder = bookkeeping(root, name)
     jobs = _load_jobs(folder)
@@ -239,7 +239,8 @@ class SubmititExecutor:
         """Submit ``jobs`` (argument tuples of :func:`~sensbook.sweep._run_one`, all of one sweep)
         except those already queued or running; with ``wait``, return when each is stored and
         raise :class:`SweepFailed` naming every one that failed, with its error."""
-        from .sweep import _run_one, key
+        from .store import key
+        from .sweep import _run_one
 
         self.submitted, self.in_flight = [], []
         if not jobs:
@@ -268,7 +269,7 @@ class SubmititExecutor:
             self._wait(root, name, version_, configs)
 
     def _wait(self, root, name, version_, configs):
-        from .scale import progress
+        from ..settings import progress
 
         bar = progress(total=len(configs), desc=f"{self.kind} {name}")
         try:

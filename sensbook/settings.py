@@ -1,4 +1,7 @@
-"""One scale setting for every chapter, the compute device, and progress bars.
+"""The bottom of the package: the scale setting, the compute device, progress bars, the version.
+
+It imports nothing of sensbook, so every module may import it (the instruments, the
+experiments and the runtime alike).
 
 The book runs at three scales:
 
@@ -13,8 +16,14 @@ uses is visible in one line of the chapter.
 from __future__ import annotations
 
 import os
+from importlib.metadata import PackageNotFoundError, version as _version
 
 import torch
+
+try:                                   # one source of truth for the version: pyproject.toml
+    VERSION = _version("sensbook")
+except PackageNotFoundError:           # running from a source tree that was never installed
+    VERSION = "0.0.0+unknown"
 
 SCALES = ("ci", "book", "paper")
 _override: str | None = None
@@ -49,10 +58,25 @@ def device() -> torch.device:
     """``$SENSBOOK_DEVICE`` if set, else CUDA when available, else the CPU."""
     name = os.environ.get("SENSBOOK_DEVICE")
     if name:
-        from .profile import check_device
-
         return check_device(name, "SENSBOOK_DEVICE")
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def check_device(device, argument="device") -> torch.device:
+    """A torch device that exists here; CUDA asked for without CUDA is an error naming
+    ``argument`` (the argument or environment variable that asked for it)."""
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError) as e:
+        raise ValueError(f"{argument}={device!r} is not a torch device ({e})") from None
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ValueError(f"{argument}={device!r} asks for CUDA, but torch.cuda.is_available() "
+                             "is False on this machine; use 'cpu'")
+        if dev.index is not None and dev.index >= torch.cuda.device_count():
+            raise ValueError(f"{argument}={device!r}: this machine has "
+                             f"{torch.cuda.device_count()} CUDA device(s)")
+    return dev
 
 
 def progress(iterable=None, *, total=None, desc=None, leave=False, disable=False):
@@ -65,35 +89,3 @@ def progress(iterable=None, *, total=None, desc=None, leave=False, disable=False
 
     disable = disable or os.environ.get("SENSBOOK_PROGRESS", "1") == "0"
     return tqdm(iterable, total=total, desc=desc, leave=leave, disable=disable)
-
-
-def banner(chapter: str | None = None) -> str:
-    """The lines each chapter prints first: scale, device, torch version and, for a ``chapter``
-    (``"ch5"``), how long its experiments take here: how many results are already stored and
-    the predicted time of the missing ones (their cost models, on one CPU core; a GPU is faster).
-    """
-    line = f"sensbook scale={scale()!r} device={device()} torch={torch.__version__}"
-    if chapter is None:
-        return line
-    from .experiments import registry
-    from .sweep import Store, results_dir
-
-    n = stored = 0
-    missing = 0.0
-    for e in (e for e in registry().values() if e.chapter == chapter):
-        st = Store(results_dir(), e.name)
-        for c in e.configs(scale()):
-            n += 1
-            if st.done(c):
-                stored += 1
-            else:
-                missing += e.cost(c)
-    if n == 0:
-        return f"{line}\n{chapter}: no stored experiments; every cell computes as it runs"
-    when = ("everything is stored: this chapter only reads and plots" if stored == n else
-            f"computing the other {n - stored} takes about {_minutes(missing)} on one CPU core")
-    return f"{line}\n{chapter}: {n} experiment configurations at this scale, {stored} stored; {when}"
-
-
-def _minutes(seconds: float) -> str:
-    return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.0f} min"

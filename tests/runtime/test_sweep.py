@@ -9,10 +9,11 @@ import sys
 import pytest
 
 import sensbook as sb
-import sensbook.sweep
+import sensbook.runtime.store
 from sensbook.cli import main
+from sensbook.experiments import ch6
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 # A cheap runner. Every call is logged to $FAKE_LOG (one line per call); $FAKE_FAIL_AT=i makes
@@ -35,7 +36,7 @@ def fake(config):
 
 
 def sweep(n=6, tag="a"):
-    return sb.Sweep("fake", [{"i": i, "tag": tag} for i in range(n)], "tests.test_sweep:fake")
+    return sb.Sweep("fake", [{"i": i, "tag": tag} for i in range(n)], "tests.runtime.test_sweep:fake")
 
 
 def calls(log):
@@ -60,11 +61,11 @@ def test_keys_change_with_the_configuration_and_the_version():
 def test_chapter6_configurations_have_distinct_keys_at_every_scale():
     keys = set()
     for scale in sb.SCALES:
-        cs = sb.ch6_sweep(scale).configs
+        cs = ch6.sweep(scale).configs
         ks = {sb.key(c) for c in cs}
         assert len(ks) == len(cs)
         keys |= ks
-    assert len(keys) == sum(len(sb.ch6_sweep(s).configs) for s in sb.SCALES)
+    assert len(keys) == sum(len(ch6.sweep(s).configs) for s in sb.SCALES)
 
 
 def test_non_json_configs_are_rejected():
@@ -129,7 +130,7 @@ def test_resume_after_an_exception_recomputes_nothing_and_loses_nothing(tmp_path
 SCRIPT = """
 import sys, sensbook as sb
 sys.path.insert(0, {root!r})
-from tests.test_sweep import sweep
+from tests.runtime.test_sweep import sweep
 res, stats = sb.run_sweep(sweep(), {out!r}, workers={workers}, progress=False)
 print(stats)
 """
@@ -179,8 +180,8 @@ def test_workers_are_spread_over_devices(tmp_path):
 
 def test_real_runner_results_round_trip(tmp_path):
     pr = sb.Protocol(D=8, L=1, H=2, steps=5, batch=8)
-    c = dict(target="FIRST", N=5, seeds=[0, 1], protocol=pr.to_dict(), **sb.CH6_EVAL)
-    s = sb.Sweep("real", [c], "sensbook.train:run_config")
+    c = dict(target="FIRST", N=5, seeds=[0, 1], protocol=pr.to_dict(), **ch6.EVAL)
+    s = sb.Sweep("real", [c], "sensbook.experiments.ch6:run_config")
     (r,), _ = sb.run_sweep(s, tmp_path, progress=False)
     (r2,), stats = sb.run_sweep(s, tmp_path, progress=False)
     assert stats["stored"] == 1 and r2 == json.loads(json.dumps(r))
@@ -190,7 +191,7 @@ def test_bad_arguments_raise(tmp_path):
     with pytest.raises(ValueError, match="workers"):
         sb.run_sweep(sweep(), tmp_path, workers=0)
     with pytest.raises(ValueError, match="duplicates"):
-        sb.Sweep("d", [{"i": 1}, {"i": 1}], "tests.test_sweep:fake")
+        sb.Sweep("d", [{"i": 1}, {"i": 1}], "tests.runtime.test_sweep:fake")
     with pytest.raises(ValueError, match="runner"):
         sb.Sweep("d", [{"i": 1}], "no_colon")
     with pytest.raises(ValueError, match="experiment='ch9' is unknown"):
@@ -203,7 +204,7 @@ def test_cli_status_and_list(tmp_path, capsys):
     assert main(["list"]) == 0
     assert "ch6" in capsys.readouterr().out
     assert main(["sweep", "ch6", "--scale", "ci", "--out", str(tmp_path), "--status"]) == 0
-    n = len(sb.ch6_sweep("ci").configs)
+    n = len(ch6.sweep("ci").configs)
     assert f"0/{n} stored" in capsys.readouterr().out
     with pytest.raises(SystemExit):
         main(["sweep", "ch6", "--scale", "huge"])
@@ -214,36 +215,21 @@ def test_console_script_is_declared():
     assert 'sensbook = "sensbook.cli:main"' in text
 
 
-def test_every_experiment_is_registered_listed_and_keyed():
-    exps = sb.registry()
-    assert "ch6.training" in exps
-    for name, e in exps.items():
-        assert e.chapter == name.split(".")[0]
-        for scale in sb.SCALES:
-            cs = e.configs(scale)
-            assert cs, f"{name} has no configurations at {scale}"
-            assert len({sb.key(c) for c in cs}) == len(cs), f"{name}@{scale}: duplicate configs"
-            assert all(e.cost(c) > 0 for c in cs)
-        sb.sweep.resolve(e.runner)
-
-
-def test_book_scale_fits_the_main_job_budget():
-    """The cost models of all experiments, summed at book scale, stay inside the budget of
-    `make book` on the reference machine (2 cores): adding book-scale work that would push
-    the main job past 25 minutes fails here first."""
-    from sensbook.experiments import BOOK_BUDGET_SECONDS
-
-    per = {n: e.predicted_seconds("book") for n, e in sb.registry().items()}
-    # two worker processes share the two cores (make book runs `sensbook sweep all --workers 2`)
-    assert sum(per.values()) / 2 <= BOOK_BUDGET_SECONDS, per
-
-
-def test_key_covers_every_module_that_computes():
-    names = {p.name for p in sb.sweep.fingerprinted_files()}
+def test_key_covers_the_instruments_and_the_runners_chapter_only():
+    files = lambda runner=None: {p.relative_to(p.parents[1] if p.parent.name != "sensbook"
+                                               else p.parent).as_posix()
+                                 for p in sensbook.runtime.store.fingerprinted_files(runner)}
+    ch6_files = files("sensbook.experiments.ch6:run_config")
     for m in ("boolean.py", "model.py", "profile.py", "train.py", "geometry.py", "volume.py",
-              "constructions.py", "survey.py", "sweep.py", "experiments.py"):
-        assert m in names
-    assert "cli.py" not in names
+              "constructions.py", "settings.py", "experiments/ch6.py", "experiments/__init__.py"):
+        assert m in ch6_files
+    # the command line, the runtime and the other chapters' experiments are not in ch6's key
+    assert not {"cli.py", "__init__.py", "experiments/ch2.py"} & ch6_files
+    assert not any(f.startswith("runtime/") for f in ch6_files)
+    assert files() == {f for f in ch6_files if "/" not in f}
+    v = sensbook.runtime.store.version
+    assert v("sensbook.experiments.ch6:run_config") != v("sensbook.experiments.ch2:e1_cell")
+    assert v("tests.runtime.test_sweep:fake") == v()        # code outside the package: no file
 
 
 def test_stored_results_record_device_and_seconds(tmp_path):
@@ -253,30 +239,3 @@ def test_stored_results_record_device_and_seconds(tmp_path):
     assert rec["meta"]["seconds"] >= 0 and rec["meta"]["torch"]
 
 
-def test_run_all_pools_several_experiments_and_resumes(tmp_path, monkeypatch):
-    from sensbook import experiments as ex
-
-    fakes = [ex.Experiment(f"tst.fake{j}", lambda s, j=j: [{"i": i, "tag": f"t{j}"}
-                                                          for i in range(2 + j)],
-                           "tests.test_sweep:fake", lambda c: 1.0 + c["i"]) for j in range(2)]
-    monkeypatch.setattr(ex, "EXPERIMENTS", {**ex.registry(), **{f.name: f for f in fakes}})
-    assert ex.run_all(fakes, "ci", tmp_path, workers=2, progress=False) == \
-        {"tst.fake0": (0, 2), "tst.fake1": (0, 3)}
-    assert ex.run_all(fakes, "ci", tmp_path, workers=2, progress=False) == \
-        {"tst.fake0": (2, 0), "tst.fake1": (3, 0)}
-    for f in fakes:
-        got = ex.run_experiment(f.name, "ci", tmp_path, progress=False, compute=False)
-        assert got == [{"square": c["i"] ** 2, "tag": c["tag"]} for c in f.configs("ci")]
-
-
-def test_run_all_reports_a_failing_configuration_and_stores_the_others(tmp_path, monkeypatch):
-    from sensbook import experiments as ex
-
-    monkeypatch.setenv("FAKE_FAIL_AT", "1")
-    fake = ex.Experiment("tst.fail", lambda s: [{"i": i, "tag": "f"} for i in range(3)],
-                         "tests.test_sweep:fake", lambda c: 1.0)
-    monkeypatch.setattr(ex, "EXPERIMENTS", {**ex.registry(), fake.name: fake})
-    with pytest.raises(RuntimeError, match=r"(?s)1 configuration\(s\) failed.*injected failure at 1"):
-        ex.run_all([fake], "ci", tmp_path, workers=1, progress=False)
-    st = sb.Store(tmp_path, "tst.fail")
-    assert [st.done(c) for c in fake.configs("ci")] == [True, False, True]

@@ -11,13 +11,19 @@ An experiment is data plus two pure functions:
   (2 CPU cores, one thread per worker), a formula whose constant was fitted on the experiment's
   ``ci`` runs (``sensbook calibrate NAME`` prints measured against predicted).
 
-Each module that defines experiments registers them with :func:`register`; this module imports
-those modules on first use, so ``EXPERIMENTS`` (name -> :class:`Experiment`) is the one list the
-chapters, the command line (``sensbook list``, ``sensbook sweep``) and the tests read.
+Each chapter's experiments live in one module, ``sensbook/experiments/chN.py``: the chapter's
+sizes per scale (the one place they live), configurations, runners, cost models and the helpers
+that merge and tabulate its results. Each registers its experiments with :func:`register`;
+:func:`registry` imports them on first use, so ``EXPERIMENTS`` (name -> :class:`Experiment`) is
+the one list the chapters, the command line (``sensbook list``, ``sensbook sweep``) and the
+tests read. This package imports the instruments and :mod:`sensbook.runtime`, never the
+reverse.
 
 A chapter calls :func:`run_experiment` (``results = sb.run_experiment("ch5.k0_growth")``): stored
 results are read, missing ones computed and stored (see :mod:`sensbook.sweep`), and the chapter
 only analyses and plots. Every stored result records the device and the seconds it took.
+
+To add an experiment, see the README ("How to add an experiment").
 """
 from __future__ import annotations
 
@@ -25,9 +31,16 @@ import importlib
 from dataclasses import dataclass, field
 from typing import Callable
 
-# Modules that register experiments (imported on first use of the registry).
-_MODULES = ("sensbook.survey", "sensbook.geometry", "sensbook.volume", "sensbook.train",
-            "sensbook.controls")
+import numpy as np
+import torch
+
+from ..runtime.published import fetch_missing
+from ..runtime.store import Store, results_dir
+from ..runtime.sweep import Sweep, run_pool, run_sweep
+from ..settings import _check, device, scale as current_scale
+
+#: The chapters' experiment modules (imported on first use of the registry).
+CHAPTERS = ("ch1", "ch2", "ch3", "ch4", "ch5", "ch6", "ch7")
 
 #: The reference machine's budget for the book's experiments at ``book`` scale (seconds of the
 #: 25-minute ``make book`` budget left after kernels start and the chapters' own light cells).
@@ -54,10 +67,7 @@ class Experiment:
         object.__setattr__(self, "chapter", chapter)
 
     def sweep(self, scale: str):
-        """The :class:`~sensbook.sweep.Sweep` of this experiment at ``scale``."""
-        from .scale import _check
-        from .sweep import Sweep
-
+        """The :class:`~sensbook.runtime.sweep.Sweep` of this experiment at ``scale``."""
         return Sweep(self.name, list(self.configs(_check(scale, "scale"))), self.runner)
 
     def predicted_seconds(self, scale: str) -> float:
@@ -82,8 +92,8 @@ def registry() -> dict:
     """All registered experiments, by name (imports the defining modules once)."""
     global _loaded
     if not _loaded:
-        for m in _MODULES:
-            importlib.import_module(m)
+        for m in CHAPTERS:
+            importlib.import_module(f"{__name__}.{m}")
         _loaded = True
     return dict(sorted(EXPERIMENTS.items()))
 
@@ -114,15 +124,11 @@ def get(name: str) -> Experiment:
 def run_experiment(name: str, scale: str | None = None, out=None, *, workers: int = 1,
                    progress: bool = True, compute: bool = True, report: bool = True):
     """Results of experiment ``name`` at ``scale`` (default: the current scale), in the order of
-    its configurations: stored ones read from ``out`` (default :func:`~sensbook.sweep.results_dir`),
+    its configurations: stored ones read from ``out`` (default :func:`~sensbook.runtime.store.results_dir`),
     missing ones computed now and stored. In Colab (or with ``$SENSBOOK_PUBLISHED``) results the
-    published book stored are fetched first (:mod:`sensbook.published`). With ``report``, prints
+    published book stored are fetched first (:mod:`sensbook.runtime.published`). With ``report``, prints
     one line saying how many came from the store, from the published store, and how many were
     computed now (so the page says which is which)."""
-    from .published import fetch_missing
-    from .scale import scale as current_scale
-    from .sweep import results_dir, run_sweep
-
     exp = get(name)
     sc = current_scale() if scale is None else scale
     sweep = exp.sweep(sc)
@@ -138,76 +144,63 @@ def run_experiment(name: str, scale: str | None = None, out=None, *, workers: in
 
 
 def run_all(exps, scale: str, out=None, *, workers: int = 1, progress: bool = True) -> dict:
-    """Compute every missing configuration of several experiments in ONE pool of ``workers``
-    processes (one thread each), longest predicted first, so that two workers stay busy across
-    experiments; returns ``{name: (stored, computed)}``. What ``make book`` runs first. The
-    store's guarantees are :func:`~sensbook.sweep.run_sweep`'s: each configuration is claimed
-    while computed, workers die with this process, a killed run resumes."""
-    import multiprocessing as mp
-    import os
-    import time
-    from concurrent.futures import ProcessPoolExecutor, as_completed
+    """Compute every missing configuration of the experiments ``exps`` at ``scale`` in one
+    pool of ``workers`` one-thread processes (:func:`~sensbook.runtime.sweep.run_pool`);
+    returns ``{name: (stored, computed)}``. What ``make book`` runs first."""
+    return run_pool([(e.sweep(scale), e.cost) for e in exps], out, workers=workers,
+                    progress=progress, desc=f"experiments @ {scale}")
 
-    from .scale import progress as _progress
-    from .sweep import CLAIM_POLL, Store, _attempt, _init_worker, canonical, results_dir
 
-    out = results_dir() if out is None else out
-    todo, counts = [], {}
-    for e in exps:
-        sweep = e.sweep(scale)
-        store = Store(out, sweep.name)
-        missing = [c for c in sweep.configs if not store.done(c)]
-        counts[e.name] = [len(sweep.configs) - len(missing), 0]
-        if missing:
-            store.check_writable()
-            store.clean_tmp()
-        todo += [(e.cost(c), e.name, (store.root, store.name, store.version, e.runner, c, {}))
-                 for c in missing]
-    todo.sort(key=lambda t: -t[0])
-    bar = _progress(total=len(todo), desc=f"experiments @ {scale}", disable=not progress)
-    pending = []
+def banner(chapter: str | None = None) -> str:
+    """The lines each chapter prints first: scale, device, torch version and, for a ``chapter``
+    (``"ch5"``), how long its experiments take here: how many results are already stored and
+    the predicted time of the missing ones (their cost models, on one CPU core; a GPU is faster).
+    """
+    sc = current_scale()
+    line = f"sensbook scale={sc!r} device={device()} torch={torch.__version__}"
+    if chapter is None:
+        return line
+    n = stored = 0
+    missing = 0.0
+    for e in (e for e in registry().values() if e.chapter == chapter):
+        st = Store(results_dir(), e.name, e.sweep(sc).version)
+        for c in e.configs(sc):
+            n += 1
+            if st.done(c):
+                stored += 1
+            else:
+                missing += e.cost(c)
+    if n == 0:
+        return f"{line}\n{chapter}: no stored experiments; every cell computes as it runs"
+    when = ("everything is stored: this chapter only reads and plots" if stored == n else
+            f"computing the other {n - stored} takes about {_minutes(missing)} on one CPU core")
+    return f"{line}\n{chapter}: {n} experiment configurations at this scale, {stored} stored; {when}"
 
-    def take(name, args, outcome):
-        how = outcome[0]
-        if how == "claimed":                # another runner holds it: wait for it below
-            pending.append((name, args))
-            return
-        counts[name][0 if how == "stored" else 1] += 1
-        bar.update(1)
 
-    failed = []                             # one failing configuration stops no other
+def _minutes(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.0f} min"
 
-    def attempt_here(name, args):
-        try:
-            take(name, args, _attempt(*args))
-        except Exception as err:            # noqa: BLE001 - reported with its configuration
-            failed.append((name, args[4], err))
 
-    try:
-        if workers == 1 or len(todo) <= 1:
-            for _, name, args in todo:
-                attempt_here(name, args)
-        else:
-            ctx = mp.get_context("spawn")
-            threads = max(1, (os.cpu_count() or 1) // workers)
-            with ProcessPoolExecutor(max_workers=workers, mp_context=ctx,
-                                     initializer=_init_worker,
-                                     initargs=(threads, None, None, os.getpid())) as ex:
-                futs = {ex.submit(_attempt, *args): (name, args) for _, name, args in todo}
-                for f in as_completed(futs):
-                    try:
-                        take(*futs[f], f.result())
-                    except Exception as err:    # noqa: BLE001
-                        failed.append((futs[f][0], futs[f][1][4], err))
-        while pending:
-            time.sleep(CLAIM_POLL)
-            waiting, pending[:] = list(pending), []
-            for name, args in waiting:
-                attempt_here(name, args)
-    finally:
-        bar.close()
-    if failed:
-        lines = [f"{name} {canonical(c)}: {type(e).__name__}: {e}" for name, c, e in failed]
-        raise RuntimeError(f"{len(failed)} configuration(s) failed (the others are stored):\n"
-                           + "\n".join(lines))
-    return {k: tuple(v) for k, v in counts.items()}
+# ---- stored arrays -----------------------------------------------------------------------
+def enc(a):
+    """A float array as nested lists for a stored result, +inf as None (JSON has no inf; NaN is
+    an error)."""
+    a = np.asarray(a, dtype=float)
+    if np.isnan(a).any():
+        raise ValueError("result holds NaN")
+    return np.where(np.isinf(a), None, a).tolist() if np.isinf(a).any() else a.tolist()
+
+
+def dec(v) -> np.ndarray:
+    """Inverse of :func:`enc` for stored results: a float array, None entries -> +inf."""
+    a = np.array(v, dtype=object)
+    a[np.equal(a, None)] = np.inf
+    return a.astype(float)
+
+
+def pick(scale: str, **sizes):
+    """``sizes[scale]`` for an explicit ``scale`` (a configuration function's argument); the
+    chapters use :func:`sensbook.pick`, which reads the current scale."""
+    if scale not in sizes:
+        raise ValueError(f"scale={scale!r} is not one of {', '.join(sizes)}")
+    return sizes[scale]

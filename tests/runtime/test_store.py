@@ -14,10 +14,10 @@ import time
 import pytest
 
 import sensbook as sb
-import sensbook.sweep as sw
+import sensbook.runtime.store as sw
 from sensbook.cli import main
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 def logged(config):
@@ -42,7 +42,7 @@ def sleeper(config):
 
 
 def sweep(n=3, **extra):
-    return sb.Sweep("s", [{"i": i, **extra} for i in range(n)], "tests.test_store:logged")
+    return sb.Sweep("s", [{"i": i, **extra} for i in range(n)], "tests.runtime.test_store:logged")
 
 
 def calls(log):
@@ -105,7 +105,7 @@ def test_stored_results_carry_a_checksum_and_are_standard_json(tmp_path):
 
 
 def test_nan_results_and_none_results_are_errors(tmp_path):
-    s = sb.Sweep("bad", [{"i": 0}, {"i": 1}], "tests.test_store:bad_result")
+    s = sb.Sweep("bad", [{"i": 0}, {"i": 1}], "tests.runtime.test_store:bad_result")
     with pytest.raises(ValueError, match="standard JSON"):
         sb.run_sweep(sb.Sweep("bad", [{"i": 0}], s.runner), tmp_path, progress=False)
     with pytest.raises(ValueError, match="returned None"):
@@ -116,7 +116,7 @@ def test_nan_results_and_none_results_are_errors(tmp_path):
 
 def test_duplicate_configurations_are_named():
     with pytest.raises(ValueError, match=r'#0 and #2 are both \{"i":1\}'):
-        sb.Sweep("d", [{"i": 1}, {"i": 2}, {"i": 1}], "tests.test_store:logged")
+        sb.Sweep("d", [{"i": 1}, {"i": 2}, {"i": 1}], "tests.runtime.test_store:logged")
 
 
 # ---- a folder that cannot take results ---------------------------------------------------------
@@ -208,7 +208,7 @@ CONCURRENT = """
 import os, pathlib, sys, time
 sys.path.insert(0, {root!r})
 import sensbook as sb
-from tests.test_store import sweep
+from tests.runtime.test_store import sweep
 ready = pathlib.Path({out!r}) / "ready"
 ready.mkdir(exist_ok=True)
 (ready / str(os.getpid())).touch()
@@ -243,7 +243,7 @@ KILLED = """
 import sys
 sys.path.insert(0, {root!r})
 import sensbook as sb
-s = sb.Sweep("k", [{{"i": i}} for i in range(4)], "tests.test_store:sleeper")
+s = sb.Sweep("k", [{{"i": i}} for i in range(4)], "tests.runtime.test_store:sleeper")
 sb.run_sweep(s, {out!r}, workers=2, progress=False)
 """
 

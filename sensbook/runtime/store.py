@@ -1,61 +1,64 @@
-"""Sweeps: a list of configurations, each run once and stored on disk.
+"""The results store: one JSON file per finished configuration, keyed by what computed it.
 
-A *sweep* is data: a name, a list of JSON-able configuration dicts and the (importable)
-function that runs one configuration. :func:`run_sweep`
+* :func:`key`: a hash of the configuration and a *version*: the package version plus a
+  fingerprint of the source files that compute the result (:func:`version`): the instrument
+  modules of ``sensbook/`` and the module of the experiment's runner. Changed code never reads
+  stale results, and editing one chapter's experiments (``sensbook/experiments/ch6.py``)
+  recomputes that chapter only.
+* :class:`Store` writes atomically (a temporary file in the same folder, flushed and fsynced,
+  then ``os.replace``), so a killed run leaves either the whole file or none; a record holds its
+  configuration, version and checksum, and :meth:`Store.load` returns it only when all match.
+* :class:`Claim`: a configuration being computed is claimed, so several runners on one folder
+  split the work (:mod:`sensbook.runtime.sweep`).
 
-* stores each finished configuration as one JSON file under ``out/<sweep>/``, named by its
-  :func:`key`: a hash of the configuration, the package version and a fingerprint of the
-  source files that compute results (so changed code never reads stale results);
-* writes atomically (a temporary file in the same folder, flushed and fsynced, then
-  ``os.replace``), so a killed run leaves either the whole file or none;
-* skips what is already stored (re-running a finished sweep computes nothing) and so resumes
-  an interrupted sweep without losing finished work;
-* fans out over processes with :class:`concurrent.futures.ProcessPoolExecutor` (``workers``);
-  each worker stores its own result as soon as it finishes.
-
-A stored file holds its configuration and version; :meth:`Store.load` returns it only when both
-match exactly, so a result is never shown for a configuration other than the one asked for.
+Imports nothing of sensbook but :mod:`sensbook.settings`.
 """
 from __future__ import annotations
 
 import hashlib
-import importlib
+import importlib.util
 import json
 import os
 import pathlib
 import shutil
-import signal
 import socket
 import tempfile
 import threading
 import time
 import uuid
 import warnings
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 
-# Source files that never compute a result (the command line, the cluster executors, the
-# published-store reader); every other module of the
-# package is part of every key, so a change to any code that computes a result recomputes it,
-# while a change to a chapter (a caption, a plot) does not.
-_NOT_FINGERPRINTED = ("cli.py", "executors.py", "published.py")
+from ..settings import VERSION
+
+_PACKAGE = pathlib.Path(__file__).resolve().parents[1]
+# Top-level modules that compute nothing a result depends on (the public names, the command
+# line); every other top-level module (the instruments and settings) is part of every key.
+_NOT_FINGERPRINTED = ("__init__.py", "cli.py")
 
 
-def fingerprinted_files() -> list:
-    """The package's source files whose content is part of every key (sorted)."""
-    here = pathlib.Path(__file__).resolve().parent
-    return sorted(p for p in here.glob("*.py") if p.name not in _NOT_FINGERPRINTED)
+def fingerprinted_files(runner: str | None = None) -> list:
+    """The source files whose content is part of the key of ``runner``'s results (sorted):
+    the package's top-level modules (the instruments) and, for a ``runner``
+    (``"package.module:function"``) inside the package, that module and its package's
+    ``__init__.py`` (e.g. ``experiments/ch6.py`` and ``experiments/__init__.py``)."""
+    files = {p for p in _PACKAGE.glob("*.py") if p.name not in _NOT_FINGERPRINTED}
+    if runner is not None:
+        spec = importlib.util.find_spec(runner.split(":", 1)[0])
+        origin = pathlib.Path(spec.origin).resolve() if spec and spec.origin else None
+        if origin is not None and _PACKAGE in origin.parents and origin.parent != _PACKAGE:
+            files |= {origin, origin.parent / "__init__.py"}
+    return sorted(f for f in files if f.is_file())
 
 
-def version() -> str:
-    """The package version plus a fingerprint of the code that computes results."""
-    from . import __version__
-
+def version(runner: str | None = None) -> str:
+    """The package version plus a fingerprint of the code that computes ``runner``'s results
+    (:func:`fingerprinted_files`; without a runner, of the instruments only)."""
     h = hashlib.sha256()
-    for path in fingerprinted_files():
-        h.update(path.name.encode())
+    for path in fingerprinted_files(runner):
+        h.update(path.relative_to(_PACKAGE).as_posix().encode())
         h.update(path.read_bytes())
-    return f"{__version__}+{h.hexdigest()[:10]}"
+    return f"{VERSION}+{h.hexdigest()[:10]}"
 
 
 def canonical(config) -> str:
@@ -372,197 +375,3 @@ class Store:
         return p
 
 
-def resolve(runner: str):
-    """``"package.module:function"`` -> the function (so workers can import it by name)."""
-    if not isinstance(runner, str) or ":" not in runner:
-        raise ValueError(f"runner must be 'module:function', got {runner!r}")
-    mod, fn = runner.split(":", 1)
-    return getattr(importlib.import_module(mod), fn)
-
-
-def _die_with_parent(parent: int):
-    """Make this worker exit when its parent does (even by SIGKILL): the kernel's parent-death
-    signal on Linux, and everywhere a thread that watches the parent's pid."""
-    try:
-        import ctypes
-
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)   # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):                                          # pragma: no cover
-        pass
-    if os.getppid() != parent:                  # the parent died before the signal was armed
-        os._exit(1)
-
-    def watch():
-        while True:
-            time.sleep(0.5)
-            if os.getppid() != parent:
-                os._exit(1)
-
-    threading.Thread(target=watch, daemon=True, name="sensbook-parent-watch").start()
-
-
-def _init_worker(threads, counter=None, devices=None, parent=None):
-    """Worker start-up: die with the parent (``parent``: its pid), a share of the cores each
-    (no oversubscription), and, when ``devices`` is given, the next device in turn (worker i
-    uses ``devices[i % len(devices)]``)."""
-    import torch
-
-    if parent is not None:
-        _die_with_parent(parent)
-    torch.set_num_threads(threads)
-    if devices:
-        with counter.get_lock():
-            i = counter.value
-            counter.value += 1
-        os.environ["SENSBOOK_DEVICE"] = devices[i % len(devices)]
-
-
-def _attempt(root, name, version_, runner, config, kwargs):
-    """``("stored", result)`` when already stored, ``("computed", result)`` after computing and
-    storing it under a claim, ``("claimed", Claimed)`` when another live runner holds it."""
-    import platform
-
-    import torch
-
-    from .scale import device
-
-    store = Store(root, name, version_)
-    rec = store.record(config)
-    if rec is not None:
-        return "stored", rec["result"]
-    store.folder.mkdir(parents=True, exist_ok=True)
-    claim, owner = Claim.take(store.claim_path(config))
-    if claim is None:
-        return "claimed", Claimed(owner)
-    try:
-        rec = store.record(config)                 # finished by another runner meanwhile?
-        if rec is not None:
-            return "stored", rec["result"]
-        t0, c0 = time.perf_counter(), time.process_time()
-        result = resolve(runner)(config, **kwargs)
-        if result is None:
-            raise ValueError(f"runner {runner} returned None for config {canonical(config)} of "
-                             f"{name}: it must return a JSON-able result (None reads as missing)")
-        meta = {"device": os.environ.get("SENSBOOK_DEVICE") or str(device()),
-                "seconds": time.perf_counter() - t0, "cpu_seconds": time.process_time() - c0,
-                "threads": torch.get_num_threads(), "host": platform.node(),
-                "torch": torch.__version__, "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
-        store.save(config, result, meta)
-        return "computed", result
-    finally:
-        claim.release()
-
-
-def _run_one(root, name, version_, runner, config, kwargs):
-    """Compute one configuration and store it with the device it ran on and the seconds it took
-    (runs in a worker process, in-process, or as a cluster job). Returns the result: the stored
-    one if there is one; else it claims the configuration (see :class:`Claim`), computes and
-    stores it; a :class:`Claimed` when another live runner holds the claim (its result will be
-    stored by that runner)."""
-    return _attempt(root, name, version_, runner, config, kwargs)[1]
-
-
-@dataclass
-class Sweep:
-    """A named list of configurations and the runner (``"module:function"``) of one."""
-
-    name: str
-    configs: list
-    runner: str
-
-    def __post_init__(self):
-        seen, dups = {}, []
-        for i, c in enumerate(self.configs):
-            k = canonical(c)
-            if k in seen:
-                dups.append(f"#{seen[k]} and #{i} are both {k}")
-            seen.setdefault(k, i)
-        if dups:
-            raise ValueError(f"configs contains duplicates: {'; '.join(dups[:5])}"
-                             f"{' ...' if len(dups) > 5 else ''}")
-        resolve(self.runner)
-
-
-def run_sweep(sweep: Sweep, out=None, *, workers: int = 1, progress: bool = True,
-              compute: bool = True, runner_kwargs: dict | None = None, mp_context=None,
-              devices=None, executor=None):
-    """Results of every configuration of ``sweep``, in order: stored ones read, others computed.
-
-    Returns ``(results, stats)`` with ``stats = {"stored": k, "computed": m, "missing": j}``.
-    With ``compute=False`` nothing is computed and missing results are None. ``workers > 1``
-    runs missing configurations in a :class:`~concurrent.futures.ProcessPoolExecutor`
-    (``mp_context``, default "spawn", safe with torch and CUDA); each is stored as soon as it
-    finishes, so killing the sweep loses only the configurations in flight, and the workers
-    die with the sweep. ``devices`` (e.g. ``["cuda:0", "cuda:1"]``, with ``workers > 1``)
-    spreads the workers over several devices.
-
-    Before computing anything the results folder must be writable (else an error, nothing
-    lost); stale temporary files are deleted. Each configuration is claimed while it is
-    computed (:class:`Claim`), so several sweeps (or cluster jobs) on one folder split the
-    work: a configuration another runner holds is waited for, and taken over if that runner
-    dies; those results count as ``stored``.
-    ``executor`` (e.g. :class:`sensbook.executors.SubmititExecutor`, a Slurm job array) runs the
-    missing configurations instead: each job runs :func:`_run_one`; what they stored is read back.
-    """
-    from .scale import progress as _progress
-
-    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
-        raise ValueError(f"workers must be an integer >= 1, got {workers!r}")
-    devices = list(devices or [])
-    if devices and (workers < 2 or not all(isinstance(d, str) and d for d in devices)):
-        raise ValueError(f"devices must be non-empty device names and needs workers >= 2, got "
-                         f"devices={devices!r}, workers={workers!r}")
-    store = Store(results_dir() if out is None else out, sweep.name)
-    kwargs = dict(runner_kwargs or {})
-    results = [store.load(c) for c in sweep.configs]
-    todo = [i for i, r in enumerate(results) if r is None]
-    stats = {"stored": len(results) - len(todo), "computed": 0, "missing": 0}
-    if not compute:
-        stats["missing"] = len(todo)
-        return results, stats
-    if todo:
-        store.check_writable()
-        store.clean_tmp()
-    if executor is not None:
-        executor.run([(store.root, store.name, store.version, sweep.runner, sweep.configs[i], kwargs)
-                      for i in todo])
-        results = [store.load(c) for c in sweep.configs]
-        stats["computed"] = sum(results[i] is not None for i in todo)
-        stats["missing"] = len(todo) - stats["computed"]
-        return results, stats
-    bar = _progress(total=len(sweep.configs), desc=f"sweep {sweep.name}", disable=not progress)
-    bar.update(stats["stored"])
-    args = lambda i: (store.root, store.name, store.version, sweep.runner, sweep.configs[i], kwargs)
-    pending = []
-
-    def take(i, outcome):
-        how, value = outcome
-        if how == "claimed":
-            pending.append(i)
-            return
-        results[i] = value
-        stats[how] += 1
-        bar.update(1)
-
-    try:
-        if workers == 1 or (len(todo) <= 1 and not devices):
-            for i in todo:
-                take(i, _attempt(*args(i)))
-        else:
-            import multiprocessing as mp
-            ctx = mp.get_context(mp_context or "spawn")
-            threads = max(1, (os.cpu_count() or 1) // workers)
-            init = (threads, ctx.Value("i", 0) if devices else None, devices or None, os.getpid())
-            with ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_init_worker,
-                                     initargs=init) as ex:
-                futures = {ex.submit(_attempt, *args(i)): i for i in todo}
-                for fut in as_completed(futures):
-                    take(futures[fut], fut.result())
-        while pending:                      # held by other runners: wait, or take over if stale
-            time.sleep(CLAIM_POLL)
-            waiting, pending[:] = list(pending), []
-            for i in waiting:
-                take(i, _attempt(*args(i)))
-    finally:
-        bar.close()
-    return results, stats

@@ -1,13 +1,13 @@
 """The cluster executors (sensbook/executors.py) through submitit's local executor: the same
-jobs, bookkeeping and status as on Slurm (tests/test_slurm.py runs them on a real cluster)."""
+jobs, bookkeeping and status as on Slurm (tests/runtime/test_slurm.py runs them on a real cluster)."""
 import json
 
 import pytest
 
 import sensbook as sb
 from sensbook.cli import main
-from sensbook.executors import SubmititExecutor, SweepFailed, status, summary
-from tests.test_sweep import calls, snapshot, sweep
+from sensbook.runtime.executors import SubmititExecutor, SweepFailed, status, summary
+from tests.runtime.test_sweep import calls, snapshot, sweep
 
 
 def records(folder):
@@ -21,7 +21,7 @@ def fake_experiment(monkeypatch, n=3):
 
     registry()
     exp = Experiment("test.fake", lambda scale: [{"i": i, "tag": scale} for i in range(n)],
-                     "tests.test_sweep:fake", lambda c: 0.1)
+                     "tests.runtime.test_sweep:fake", lambda c: 0.1)
     monkeypatch.setitem(EXPERIMENTS, exp.name, exp)
     return exp
 
@@ -71,7 +71,7 @@ def test_cli_runs_through_the_executor_and_reports_status(tmp_path, monkeypatch,
     assert "injected failure at 1" in out and '"i": 1' in out
     # a chapter (both experiments) through the executor: only what failed or is new runs
     from sensbook.experiments import EXPERIMENTS, Experiment
-    other = Experiment("test.other", lambda scale: [{"i": 5}], "tests.test_sweep:fake", len)
+    other = Experiment("test.other", lambda scale: [{"i": 5}], "tests.runtime.test_sweep:fake", len)
     monkeypatch.setitem(EXPERIMENTS, other.name, other)
     monkeypatch.delenv("FAKE_FAIL_AT")
     assert main(["sweep", "test", "--scale", "ci", "--out", str(tmp_path),

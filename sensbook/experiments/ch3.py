@@ -1,0 +1,200 @@
+"""Chapter 3's experiments: eps > 0 (Lemma 3.2, Cor. 3.3/3.4, Lemma 3.1 + Prop. 3.5).
+
+The worst case over theta of the blowup, the largest one-flip influence against N, what random
+models recognise on all 2^N strings, and the Lipschitz constant in theta; at eps = 0 beside
+eps > 0 on the same models.
+"""
+from __future__ import annotations
+
+import torch
+
+from ..geometry import (distinct_functions, flip_bits, flip_influence, lipschitz_theta,
+                        maximise_blowup, random_strings, recognition)
+from ..model import Recognizer
+from ..settings import device
+from . import Experiment, dec, enc, pick, register  # noqa: F401 (dec: for the chapter)
+
+#: The chapter-3 architecture (Xavier init for typical theta; the box [-1, 1]^M for
+#: worst case).
+ARCH = dict(D=16, L=2, H=2)
+EPS = [0.0, 0.1]  # typical theta: the same models at eps = 0 and eps > 0
+#: Sizes of the chapter's own cells: ``P_blow`` models per (eps, L) for Lemma 3.2.
+SIZES = dict(ci=dict(P_blow=64), book=dict(P_blow=256), paper=dict(P_blow=2048))
+
+
+def _model(c, P, seed, init="xavier_uniform", dtype=torch.float32):
+    return Recognizer.random(
+        P,
+        ARCH["D"],
+        ARCH["L"],
+        ARCH["H"],
+        eps=c["eps"],
+        init=init,
+        seed=seed,
+        dtype=dtype,
+        device=device(),
+    )
+
+
+def worst_blowup_one(c: dict) -> dict:
+    """One start block of the worst-case search: ``c["P"]`` models uniform on the box,
+    blowup on one string of length ``c["N"]`` maximised by :func:`maximise_blowup`."""
+    m = _model(c, c["P"], c["seed"], init="uniform", dtype=torch.float64)
+    x = random_strings(c["N"], 1, seed=c["N"])
+    steps, beta = maximise_blowup(m, x, steps=c["steps"], lr=tuple(c["lr"]))
+    return {"steps": steps.tolist(), "beta": enc(beta[:, :, 0])}
+
+
+def influence_one(c: dict) -> dict:
+    """Max over ``c["B"]`` strings and ``c["K"]`` bits of one flip's influence, per
+    model."""
+    m = _model(c, c["P"], c["seed"])
+    x = random_strings(c["N"], c["B"], seed=c["N"])
+    bits = flip_bits(c["N"], c["K"])
+    per = m.memory_per_string(c["N"]) * (1 + len(bits))  # one string, its flips
+    chunk = max(1, int(2**30 // per))
+    inf = flip_influence(m, x, bits, chunk=chunk).amax((1, 2))
+    return {"max_influence": enc(inf.double().cpu().numpy())}
+
+
+def recognition_one(c: dict) -> dict:
+    """What each of ``c["P"]`` models computes on all 2^N strings (0/1 lists, one per
+    model): ``decided`` (every |T| >= margin), ``nonconstant`` / ``constant``
+    (recognised with margin, both labels / one), ``sign_nonconstant`` (both signs of T
+    occur: margin 0, where no string can be undecided); ``influence``: max over all
+    strings and bits of one flip's effect on T; ``distinct``: the number of distinct
+    functions recognised with margin."""
+    m = _model(c, c["P"], c["seed"])
+    r = recognition(m, c["N"], c["margin"])
+    T = r.T
+    if not torch.isfinite(T).all():
+        raise ValueError("non-finite output: a layer-norm input of variance 0")
+    as01 = lambda b: b.int().cpu().tolist()
+    return {
+        "decided": as01(r.recognises),
+        "nonconstant": as01(r.nonconstant),
+        "constant": as01(r.constant),
+        "sign_nonconstant": as01((T > 0).any(-1) & (T < 0).any(-1)),
+        "influence": enc(r.influence.double().cpu().numpy()),
+        "distinct": distinct_functions(r.table.cpu()),
+    }
+
+
+def lipschitz_one(c: dict) -> dict:
+    """Max over ``c["B"]`` strings of ||grad_theta T||_1, per model (Lemma 3.1)."""
+    m = _model(c, c["P"], c["seed"])
+    lip = lipschitz_theta(m, random_strings(c["N"], c["B"], seed=c["N"])).amax(1)
+    return {"lipschitz": enc(lip.cpu().numpy())}
+
+
+def _ch3_worst_configs(scale):
+    P, steps, seeds = pick(
+        scale, ci=(2, 200, 1), book=(4, 300, 2), paper=(16, 1000, 4)
+    )
+    return [
+        dict(eps=e, P=P, steps=steps, N=16, lr=[0.05, 1e-7], seed=s, **ARCH)
+        for e in (0.0, 1e-4, 1e-2, 1e-1)
+        for s in range(seeds)
+    ]
+
+
+N_INF = dict(
+    ci=[16, 32, 64, 128, 256, 512, 1024],
+    book=[16, 32, 64, 128, 256, 512, 1024, 2048],
+    paper=[16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192],
+)
+N_LIP = dict(
+    ci=[8, 32, 128, 512],
+    book=[8, 32, 128, 512, 1024],
+    paper=[8, 32, 128, 512, 2048, 8192],
+)
+
+
+def _ch3_influence_configs(scale):
+    P, B, K = pick(scale, ci=(16, 2, 8), book=(24, 2, 8), paper=(128, 8, 32))
+    return [
+        dict(eps=e, N=N, P=P, B=B, K=K, seed=0, **ARCH)
+        for e in EPS
+        for N in N_INF[scale]
+    ]
+
+
+def _ch3_recognition_configs(scale):
+    P, N_max = pick(scale, ci=(400, 9), book=(1000, 10), paper=(20000, 13))
+    return [
+        dict(eps=e, N=N, P=P, margin=0.02, seed=3, **ARCH)
+        for e in EPS
+        for N in range(1, N_max + 1)
+    ]
+
+
+def _ch3_lipschitz_configs(scale):
+    P, B = pick(scale, ci=(16, 2), book=(24, 2), paper=(128, 8))
+    return [
+        dict(eps=e, N=N, P=P, B=B, seed=5, **ARCH)
+        for e in EPS
+        for N in N_LIP[scale]
+    ]
+
+
+# cost models: CPU-seconds of one thread, constants fitted on ci runs (`sensbook
+# calibrate`)
+def _work(c, S):
+    """Forward work of one string of S positions for one model of the chapter-3
+    architecture."""
+    return S * (S + 8 * c["D"]) * c["D"] * c["L"]
+
+
+def _worst_cost(c):
+    return 0.2 + 5.0e-8 * c["P"] * c["steps"] * _work(c, c["N"] + 1)
+
+
+def _influence_cost(c):
+    strings = c["B"] * (1 + len(flip_bits(c["N"], c["K"])))
+    return 0.02 + 1.0e-10 * c["P"] * strings * _work(c, c["N"] + 1)
+
+
+def _recognition_cost(c):
+    return 0.05 + 4.0e-10 * c["P"] * 2 ** c["N"] * _work(c, c["N"] + 1)
+
+
+def _lipschitz_cost(c):
+    return 0.02 + 4.0e-10 * c["P"] * c["B"] * _work(c, c["N"] + 1)
+
+
+register(
+    Experiment(
+        "ch3.worst_blowup",
+        _ch3_worst_configs,
+        "sensbook.experiments.ch3:worst_blowup_one",
+        _worst_cost,
+        doc="worst case over theta: gradient ascent on the blowup",
+    )
+)
+register(
+    Experiment(
+        "ch3.influence",
+        _ch3_influence_configs,
+        "sensbook.experiments.ch3:influence_one",
+        _influence_cost,
+        doc="max one-flip influence against N, eps = 0 and > 0",
+    )
+)
+register(
+    Experiment(
+        "ch3.recognition",
+        _ch3_recognition_configs,
+        "sensbook.experiments.ch3:recognition_one",
+        _recognition_cost,
+        doc="what random models recognise on all 2^N strings, eps = 0 and > 0",
+    )
+)
+register(
+    Experiment(
+        "ch3.lipschitz",
+        _ch3_lipschitz_configs,
+        "sensbook.experiments.ch3:lipschitz_one",
+        _lipschitz_cost,
+        doc="Lipschitz constant in theta against N",
+    )
+)

@@ -1,0 +1,196 @@
+"""Chapter 4's experiments: eps = 0, where the blowup is unbounded but rare (Lemma 4.2, 4.4).
+
+The small-ball law of a layer-norm input variance, and the blowup in a danger-zone ball around
+:func:`sensbook.danger_center` on one string, its neighbours, and all strings.
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from ..boolean import index_to_strings
+from ..geometry import danger_center, layer_norm_variances, random_strings, with_flips
+from ..model import blowup
+from ..settings import device
+from ..volume import perturb
+from . import Experiment, dec, enc, pick, register  # noqa: F401 (dec: for the chapter)
+
+#: The danger zone of chapter 4: D = 4, L = 1, H = 1, a ball of l-inf radius 0.1 (box
+#: [-1, 1]).
+ZONE = dict(D=4, L=1, r=0.1)
+#: Sizes of the chapter's own cells: the eps comparison's models ``P_cmp`` and length ``N_cmp``.
+SIZES = dict(ci=dict(P_cmp=200, N_cmp=8), book=dict(P_cmp=400, N_cmp=10),
+             paper=dict(P_cmp=2000, N_cmp=12))
+SMALL_BALL_GRID = np.logspace(-14, 2, 161)  # thresholds t of the stored P(var < t)
+
+
+def small_ball_one(c: dict) -> dict:
+    """One block of ``c["n"]`` layer-norm input variances (:func:`layer_norm_variances`,
+    seeds from ``c["seed"]``): the ``c["keep"]`` smallest, sorted, and the counts below
+    each t of :data:`SMALL_BALL_GRID`. Blocks of one D merge exactly
+    (:func:`merge_small_ball`).
+    """
+    v = layer_norm_variances(c["D"], c["n"], seed=c["seed"], progress=False).numpy()
+    v.sort()
+    return {
+        "n": int(v.size),
+        "smallest": v[: c["keep"]].tolist(),
+        "below": np.searchsorted(v, SMALL_BALL_GRID, side="left").tolist(),
+    }
+
+
+def merge_small_ball(results) -> dict:
+    """Blocks of :func:`small_ball_one` -> n, the ``keep`` smallest variances, P(var <
+    t) on :data:`SMALL_BALL_GRID` (``t``, ``p``, binomial ``se``)."""
+    n = sum(r["n"] for r in results)
+    keep = min(len(r["smallest"]) for r in results)
+    smallest = np.sort(np.concatenate([r["smallest"] for r in results]))[:keep]
+    p = np.sum([r["below"] for r in results], axis=0) / n
+    return {
+        "n": n,
+        "smallest": smallest,
+        "t": SMALL_BALL_GRID.copy(),
+        "p": p,
+        "se": np.sqrt(p * (1 - p) / n),
+    }
+
+
+def _zone_ball(c, n, seed=1):
+    center = danger_center(c["N"], D=c["D"], L=c["L"], seed=0)
+    return perturb(center, c["r"], n, kind="uniform", seed=seed).to(device())
+
+
+@torch.no_grad()
+def _max_blowup(model, xs, chunk_bytes=2**27):
+    """max over the strings ``xs`` (B, N) of beta, per model: (P,). Models and strings
+    are taken in chunks of about ``chunk_bytes`` of activations (see
+    :meth:`Recognizer.memory_per_string`), so any P and B fit in memory."""
+    per_pair = max(1, model.memory_per_string(xs.shape[1]) // model.P)
+    pm = int(min(model.P, max(1, chunk_bytes // per_pair)))
+    ps = int(max(1, chunk_bytes // (pm * per_pair)))
+    out = []
+    for a in range(0, model.P, pm):
+        part = model if pm >= model.P else model.select(slice(a, a + pm))
+        best = None
+        for b in range(0, xs.shape[0], ps):
+            v = blowup(part, xs[b : b + ps]).amax(1)
+            best = v if best is None else torch.maximum(best, v)
+        out.append(best)
+    return torch.cat(out)
+
+
+def danger_zone_one(c: dict) -> dict:
+    """Points of the ball around the danger centre (:func:`danger_center`), the same
+    points at every N (seeded): ``beta``: beta(theta, x) for ``c["n_ball"]`` points and
+    one string x; ``beta_nb``: max of beta over x and its N neighbours x xor e_i for the
+    first ``c["n_nb"]`` points (what Lemma 4.2 needs)."""
+    ball = _zone_ball(c, c["n_ball"])
+    x = random_strings(c["N"], 1, seed=c["N"])
+    beta = _max_blowup(ball, x)
+    beta_nb = []
+    if c["n_nb"]:
+        nb = ball.select(slice(0, c["n_nb"]))
+        beta_nb = _max_blowup(nb, with_flips(x, torch.arange(c["N"]))[0]).double().cpu()
+    return {
+        "beta": enc(beta.double().cpu().numpy()),
+        "beta_nb": enc(np.asarray(beta_nb)),
+    }
+
+
+def all_strings_one(c: dict) -> dict:
+    """For the first ``c["n_pts"]`` points of the same ball: beta on the fixed string x
+    and the max of beta over all 2^N strings (Lemma 4.4 globalises over strings)."""
+    ball = _zone_ball(c, c["n_pts"])
+    x = random_strings(c["N"], 1, seed=c["N"])
+    allx = index_to_strings(torch.arange(2 ** c["N"]), c["N"], dtype=ball.dtype)
+    return {
+        "beta": enc(_max_blowup(ball, x).double().cpu().numpy()),
+        "beta_all": enc(_max_blowup(ball, allx).double().cpu().numpy()),
+    }
+
+
+def _ch4_small_ball_configs(scale):
+    Ds, n, blocks = pick(
+        scale,
+        ci=([2, 3, 4, 5], 100_000, 1),
+        book=([2, 3, 4, 5, 6, 7], 400_000, 1),
+        paper=([2, 3, 4, 5, 6, 7, 8], 1_000_000, 10),
+    )
+    return [
+        dict(D=D, n=n, keep=2000, seed=100 * D + 10**6 * b)
+        for D in Ds
+        for b in range(blocks)
+    ]
+
+
+N_ZONE = dict(
+    ci=[8, 16, 32, 64, 128],
+    book=[8, 16, 32, 64, 128, 256, 512],
+    paper=[8, 16, 32, 64, 128, 256, 512, 1024, 2048],
+)
+
+
+def _ch4_zone_configs(scale):
+    n_ball, n_nb, N_nb = pick(
+        scale, ci=(4000, 400, 128), book=(10000, 400, 256), paper=(100_000, 1000, 512)
+    )
+    return [
+        dict(N=N, n_ball=n_ball, n_nb=n_nb if N <= N_nb else 0, **ZONE)
+        for N in N_ZONE[scale]
+    ]
+
+
+def _ch4_all_configs(scale):
+    Ns, n_pts = pick(
+        scale,
+        ci=([4, 6, 8, 10], 200),
+        book=([4, 6, 8, 10, 12], 400),
+        paper=([4, 6, 8, 10, 12, 14, 16], 2000),
+    )
+    return [dict(N=N, n_pts=n_pts, **ZONE) for N in Ns]
+
+
+def _small_ball_cost(c):
+    return 0.05 + c["n"] * (3.0e-6 + 2.5e-6 * c["D"])
+
+
+def _zone_work(c, S):
+    return S * (S + 8 * c["D"]) * c["D"]
+
+
+def _zone_cost(c):
+    S = c["N"] + 1
+    return 0.05 + 2.0e-9 * (c["n_ball"] + c["n_nb"] * c["N"]) * _zone_work(c, S)
+
+
+def _all_cost(c):
+    return 0.05 + 3.5e-9 * c["n_pts"] * 2 ** c["N"] * _zone_work(c, c["N"] + 1)
+
+
+register(
+    Experiment(
+        "ch4.small_ball",
+        _ch4_small_ball_configs,
+        "sensbook.experiments.ch4:small_ball_one",
+        _small_ball_cost,
+        doc="small-ball law of a layer-norm input variance, per D",
+    )
+)
+register(
+    Experiment(
+        "ch4.danger_zone",
+        _ch4_zone_configs,
+        "sensbook.experiments.ch4:danger_zone_one",
+        _zone_cost,
+        doc="blowup in a danger-zone ball: one string, its neighbours",
+    )
+)
+register(
+    Experiment(
+        "ch4.all_strings",
+        _ch4_all_configs,
+        "sensbook.experiments.ch4:all_strings_one",
+        _all_cost,
+        doc="blowup in the danger-zone ball, max over all strings",
+    )
+)

@@ -1,0 +1,335 @@
+"""Chapter 5's experiments: the exact constructions (expressivity) and the measure-zero side.
+
+* ``ch5.exact``: the PARITY/FIRST/MAJORITY constructions on every string, and at large N;
+* ``ch5.basin``: perturbed constructions, P(exact) and accuracy per noise scale sigma;
+* ``ch5.k0_growth``: K_0(N) of one fixed set of random models followed across N;
+* ``ch5.pf_map``: the parameter-function map P(f) at N = 3, 4, 5.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+
+from ..boolean import check_n, strings
+from ..constructions import BUILDERS, CONSTRUCTIONS, target
+from ..model import Recognizer
+from ..profile import profile_from_table, sensitivity_profile, truth_table
+from ..settings import _check, device, scale as current_scale
+from ..volume import (FunctionCensus, affine_class, basin_curve, parameter_function_map)
+from . import Experiment, register
+
+# Sizes per scale in one place; the chapters print them. ``book`` fits chapter 5's budget of
+# 420 CPU-seconds (one thread) for all four experiments (measured: 310 s on one book run;
+# predicted by the cost models: about 310 s); ``paper`` is for a GPU.
+
+SIZES = {
+    "exact": dict(ci=dict(N_exh=10, N_big=100, n_big=500),
+                  book=dict(N_exh=14, N_big=300, n_big=2000),
+                  paper=dict(N_exh=18, N_big=1000, n_big=10_000)),
+    "basin": dict(ci=dict(Ns=[4, 6, 8, 10], n_sigma=13, P=24, max_strings=1024, chunk=13),
+                  book=dict(Ns=[4, 6, 8, 10, 12], n_sigma=13, P=40, max_strings=1024,
+                        chunk=13),
+                  paper=dict(Ns=[4, 6, 8, 10, 12, 14, 16, 20], n_sigma=25, P=256,
+                         max_strings=16384, chunk=5)),
+    "k0": dict(ci=dict(P=32, block=32, Ns=[4, 6, 8, 10], sampled=[16], n_samples=48),
+               book=dict(P=96, block=48, Ns=[4, 6, 8, 10, 12, 14, 16], sampled=[20, 28],
+                     n_samples=128),
+               paper=dict(P=512, block=32, Ns=[4, 6, 8, 10, 12, 14, 16, 18, 20],
+                      sampled=[32, 64, 128], n_samples=1024)),
+    "variance": dict(ci=dict(Ns=[9, 17, 33, 65, 129], n=64),
+                     book=dict(Ns=[9, 17, 33, 65, 129, 257, 513], n=128),
+                     paper=dict(Ns=[9, 17, 33, 65, 129, 257, 513, 1025], n=256)),
+    "pf": dict(ci=dict(n_models=16384, chunk=16384), book=dict(n_models=49152, chunk=16384),
+               paper=dict(n_models=4_915_200, chunk=163_840)),
+}
+#: The random populations of the K_0 census: (D, L); all but (8, 1) have D >= 10 L + 2.
+K0_ARCHS = [(8, 1), (16, 1), (24, 2), (32, 2)]
+K0_MARGIN, K0_N0 = 0.01, 4          # margin of the census; the length that fixes the models
+PF_ARCH, PF_NS, PF_BATCH = (8, 2), [3, 4, 5], 4096
+BASIN_NOISE = ("uniform", "gaussian")
+
+
+def sizes(what: str, scale: str | None = None) -> dict:
+    """The sizes of chapter 5's part ``what`` (exact, variance, basin, k0, pf) at ``scale``."""
+    if what not in SIZES:
+        raise ValueError(f"what={what!r} is unknown; allowed: {', '.join(SIZES)}")
+    return dict(SIZES[what][_check(current_scale() if scale is None else scale, "scale")])
+
+
+def basin_lengths(name: str, scale: str | None = None) -> list:
+    """The lengths of the basin experiment for one construction (odd ones for MAJORITY)."""
+    return [N + (name == "MAJORITY") for N in sizes("basin", scale)["Ns"]]
+
+
+def basin_sigmas(scale: str | None = None) -> np.ndarray:
+    """The sigma grid of the basin experiment: log-spaced on [1e-4, 1]."""
+    return np.logspace(-4, 0, sizes("basin", scale)["n_sigma"])
+
+
+def _exact_configs(scale):
+    s = sizes("exact", scale)
+    out = []
+    for name in ("PARITY", "FIRST", "MAJORITY"):
+        out += [dict(name=name, N=N, n_samples=None) for N in range(1, s["N_exh"] + 1)
+                if name != "MAJORITY" or N % 2]
+        out.append(dict(name=name, N=s["N_big"] + (name == "MAJORITY"),
+                    n_samples=s["n_big"], seed=0))
+    return out
+
+
+# CPU-seconds (one thread) per (string x position) of a float64 forward pass, and per (model
+# x string x position) of a float32 population, fitted on measured ci runs and checked on a
+# book run (basin 65.5 s measured / 66.8 s predicted; ``sensbook calibrate ch5``).
+_UNIT = {"PARITY": 1.25e-6, "FIRST": 0.8e-6, "MAJORITY": 0.2e-6}
+
+
+def _exact_cost(c):
+    n = 2 ** c["N"] if c["n_samples"] is None else c["n_samples"]
+    return 0.02 + 0.8 * _UNIT[c["name"]] * n * (c["N"] + 1) * (1 + (c["N"] + 1) / 256)
+
+
+@torch.no_grad()
+def exact_check(config: dict) -> dict:
+    """Experiment ``ch5.exact``: one construction at one length, float64, eps = 0.
+
+    ``config``: ``name``, ``N`` and ``n_samples`` (``None``: all 2^N strings, else that many
+    uniform strings drawn with ``seed``). Returns ``correct`` (every sign right), ``min_abs_T``
+    and ``max_abs_T`` (the achieved margin and its largest value), ``n_strings``.
+    """
+    name, N = config["name"], check_n(config["N"])
+    if name == "MAJORITY" and N % 2 == 0:
+        raise ValueError(f"N={N}: MAJORITY is built for odd N only")
+    model = BUILDERS[name](device=device())
+    f = target(name)
+    n = config.get("n_samples")
+    if n is None:
+        x = strings(N, dtype=torch.float64)
+    else:
+        g = torch.Generator().manual_seed(int(config.get("seed", 0)))
+        x = torch.randint(0, 2, (int(n), N), generator=g).double()
+    step = max(1, 2**22 // (N + 1) ** 2)
+    T = torch.cat([model(x[a:a + step].to(model.device))[0].cpu()
+                   for a in range(0, len(x), step)])
+    finite = bool(torch.isfinite(T).all())          # NaN/inf never counted as a sign
+    return {"correct": finite and bool(torch.equal(T > 0, f(x))),
+            "min_abs_T": float(T.abs().min()) if finite else None,
+            "max_abs_T": float(T.abs().max()) if finite else None, "n_strings": len(x)}
+
+
+def _basin_configs(scale):
+    s = sizes("basin", scale)
+    sig = [float(v) for v in basin_sigmas(scale)]
+    return [dict(name=name, kind=kind, N=N, sigmas=sig[a:a + s["chunk"]], first=a, P=s["P"],
+                 seed=N, n_samples=None if 2**N <= s["max_strings"] else s["max_strings"])
+            for kind in BASIN_NOISE for name in ("PARITY", "FIRST", "MAJORITY")
+            for N in basin_lengths(name, scale) for a in range(0, len(sig), s["chunk"])]
+
+
+def _basin_cost(c):
+    n = 2 ** c["N"] if c["n_samples"] is None else c["n_samples"]
+    return 0.05 + _UNIT[c["name"]] * len(c["sigmas"]) * c["P"] * n * (c["N"] + 1)
+
+
+def _nan_to_none(a):
+    return [None if not math.isfinite(v) else float(v) for v in np.asarray(a, float).ravel()]
+
+
+def basin_one(config: dict) -> dict:
+    """Experiment ``ch5.basin``: :func:`basin_curve` of one construction at one N and noise law.
+
+    ``config``: ``name``, ``kind``, ``N``, ``sigmas`` (a piece of the grid starting at index
+    ``first``), ``P``, ``seed``, ``n_samples`` (None: all 2^N strings). JSON-able result:
+    lists over sigmas; ``errors_by_weight`` is a list of rows of length N+1 with ``None`` for
+    Hamming layers no sampled string fell on. Pieces merge exactly (:func:`basin_merge`).
+    """
+    model = BUILDERS[config["name"]](device=device())
+    r = basin_curve(model, target(config["name"]), config["N"], config["sigmas"], config["P"],
+                    kind=config["kind"], n_samples=config["n_samples"], seed=config["seed"],
+                    progress=False, first_index=config.get("first", 0))
+    return {"p_exact": r["p_exact"].tolist(), "accuracy": r["accuracy"].tolist(),
+            "accuracy_sd": r["accuracy_sd"].tolist(),
+            "errors_by_weight": [_nan_to_none(row) for row in r["errors_by_weight"]]}
+
+
+def basin_merge(configs, results) -> dict:
+    """Merge :func:`basin_one` pieces by (kind, name, N) in grid order: numpy arrays as in
+    :func:`basin_arrays`, plus ``sigmas``."""
+    groups = {}
+    for c, r in sorted(zip(configs, results), key=lambda cr: cr[0].get("first", 0)):
+        g = groups.setdefault((c["kind"], c["name"], c["N"]), {"sigmas": []})
+        g["sigmas"] += list(c["sigmas"])
+        for k, v in r.items():
+            g.setdefault(k, []).extend(v)
+    out = {}
+    for key_, g in groups.items():
+        sig = g.pop("sigmas")
+        out[key_] = basin_arrays(g)
+        out[key_]["sigmas"] = np.array(sig, dtype=float)
+    return out
+
+
+def basin_arrays(result: dict) -> dict:
+    """A stored :func:`basin_one` result as numpy arrays (``None`` back to NaN), plus ``se``."""
+    out = {k: np.array(v, dtype=float) for k, v in result.items() if k != "errors_by_weight"}
+    out["errors_by_weight"] = np.array([[np.nan if v is None else v for v in row]
+                                    for row in result["errors_by_weight"]], dtype=float)
+    return out
+
+
+def _k0_configs(scale):
+    s = sizes("k0", scale)
+    out = []
+    for D, L in K0_ARCHS:
+        for a in range(0, s["P"], s["block"]):
+            base = dict(D=D, L=L, P=s["P"], seed=100 * D + L, margin=K0_MARGIN, N0=K0_N0,
+                    members=[a, min(a + s["block"], s["P"])])
+            out += [dict(base, N=N, n_samples=None) for N in s["Ns"]]
+            out += [dict(base, N=N, n_samples=s["n_samples"]) for N in s["sampled"]]
+    return out
+
+
+# Fraction of a population that is complete and non-constant at N0 (measured on the book's
+# populations: 118 of 384) and CPU-seconds per (model x string x position) by depth L
+# (book run: 203 s measured; L = 1 14 s, L = 2 190 s).
+_K0_KEEP, _K0_UNIT = 0.31, {1: 0.12e-6, 2: 1.72e-6}
+
+
+def _k0_cost(c):
+    N, n = c["N"], c["n_samples"]
+    evals = 2**N if n is None else n * (N + 1)
+    models = _K0_KEEP * (c["members"][1] - c["members"][0])
+    return 0.1 + _K0_UNIT[c["L"]] * models * evals * (N + 1) * (1 + (N + 1) / 128)
+
+
+def k0_fixed_models(config: dict, model: Recognizer | None = None) -> list:
+    """The fixed models of a K_0 block: members (population indices) that are decided on every
+    string and non-constant at length ``N0`` (one definition, chosen once for every N)."""
+    a, b = config["members"]
+    if model is None:
+        model = Recognizer.random(config["P"], config["D"], config["L"],
+                              seed=config["seed"]).select(slice(a, b))
+    pr = sensitivity_profile(model, config["N0"], margin=config["margin"], progress=False)
+    keep = (pr.complete & ~pr.is_constant).cpu()
+    return [a + int(i) for i in torch.nonzero(keep).flatten()]
+
+
+@torch.no_grad()
+def k0_growth_one(config: dict) -> dict:
+    """Experiment ``ch5.k0_growth``: profiles at length ``N`` of one block of a fixed set.
+
+    ``config``: ``D``, ``L``, ``P`` and ``seed`` (the population ``Recognizer.random(P, D, L,
+    seed=seed)``), ``members`` [a, b) (the block), ``margin``, ``N0`` (see
+    :func:`k0_fixed_models`), ``N`` and ``n_samples`` (None: exhaustive; else that many uniform
+    strings, seed N, the same for every model). Per fixed model: ``counts`` (complete strings
+    by sensitivity), ``unknown`` (undecided, non-finite or incomplete strings, never counted as
+    a class), ``constant`` (complete and constant at N); when exhaustive also ``affine`` and
+    ``reads_x1`` (:func:`affine_class` of the truth table); and ``n_strings``, ``exact``.
+    Blocks of one population merge exactly (concatenate in order of ``members``).
+    """
+    a, b = config["members"]
+    pop = Recognizer.random(config["P"], config["D"], config["L"], seed=config["seed"])
+    block = pop.select(slice(a, b))
+    fixed = k0_fixed_models(config, block)
+    out = {"members": fixed, "n_strings": 2 ** config["N"] if config["n_samples"] is None
+           else int(config["n_samples"]), "exact": config["n_samples"] is None,
+           "counts": [], "unknown": [], "constant": []}
+    if not fixed:
+        return out
+    sub = pop.select(fixed).to(device())
+    if config["n_samples"] is None:
+        table = truth_table(sub, config["N"], margin=config["margin"], progress=False).cpu()
+        pr = profile_from_table(table)
+        m, S = affine_class(table)
+        out["affine"], out["reads_x1"] = m.tolist(), S[:, 0].tolist()
+    else:
+        pr = sensitivity_profile(sub, config["N"], margin=config["margin"],
+                             n_samples=config["n_samples"], seed=config["N"],
+                             progress=False)
+    out["counts"] = pr.counts.cpu().tolist()
+    out["unknown"] = (pr.undecided + pr.nonfinite + pr.incomplete).cpu().tolist()
+    out["constant"] = pr.is_constant.cpu().tolist()
+    return out
+
+
+def k0_merge(configs, results) -> dict:
+    """Merge :func:`k0_growth_one` results by (D, L, N): the fixed models of every block in
+    order, with numpy arrays ``members``, ``counts``, ``k0`` (K_0/2^N over all strings, or its
+    sampled estimate), ``unknown`` (fraction of strings with undecided or incomplete
+    sensitivity), ``constant``, ``affine`` and ``reads_x1`` (exhaustive only, else None); and
+    ``exact``, ``n_strings``."""
+    merged = {}
+    for c, r in sorted(zip(configs, results), key=lambda cr: cr[0]["members"][0]):
+        m = merged.setdefault((c["D"], c["L"], c["N"]), {"members": [], "counts": [],
+                                                     "unknown": [], "constant": [],
+                                                     "exact": r["exact"],
+                                                     "n_strings": r["n_strings"]})
+        for k in ("members", "counts", "unknown", "constant", "affine", "reads_x1"):
+            m.setdefault(k, [])
+            m[k] += r.get(k, [])
+    out = {}
+    for key_, m in merged.items():
+        n = m["n_strings"]
+        counts = np.array(m["counts"], dtype=float).reshape(len(m["members"]), -1)
+        out[key_] = {"members": np.array(m["members"], dtype=int), "exact": m["exact"],
+                     "n_strings": n, "k0": counts[:, 0] / n if len(counts) else np.zeros(0),
+                     "unknown": np.array(m["unknown"], dtype=float) / n,
+                     "constant": np.array(m["constant"], dtype=bool),
+                     "counts": counts.astype(np.int64),
+                     "affine": np.array(m["affine"], dtype=int) if m["exact"] else None,
+                     "reads_x1": np.array(m["reads_x1"], dtype=bool) if m["exact"] else None}
+    return out
+
+
+def _pf_configs(scale):
+    s = sizes("pf", scale)
+    if s["chunk"] % PF_BATCH or s["n_models"] % s["chunk"]:
+        raise ValueError("pf sizes: chunk must divide n_models and be a multiple of the batch")
+    D, L = PF_ARCH
+    per = s["chunk"] // PF_BATCH
+    return [dict(N=N, D=D, L=L, n_models=s["chunk"], seed=1000 * N + j * per, batch=PF_BATCH)
+            for N in PF_NS for j in range(s["n_models"] // s["chunk"])]
+
+
+def _pf_cost(c):
+    return 0.3 + 2.15e-6 * c["n_models"] * 2 ** c["N"] * (c["N"] + 1)
+
+
+def pf_map_one(config: dict) -> dict:
+    """Experiment ``ch5.pf_map``: :func:`parameter_function_map` of one chunk of models.
+
+    Chunks with seeds ``seed0 + j * (chunk / batch)`` merge exactly (:func:`pf_merge`) into
+    ``parameter_function_map(N, total, seed=seed0)``."""
+    c = parameter_function_map(config["N"], config["n_models"], D=config["D"], L=config["L"],
+                           batch=config["batch"], seed=config["seed"], progress=False,
+                           device=device())
+    return {"ids": c.ids.tolist(), "counts": c.counts.tolist(), "n_undecided": c.n_undecided,
+            "n_models": c.n_models}
+
+
+def pf_merge(configs, results) -> dict:
+    """Merge :func:`pf_map_one` chunks into one :class:`FunctionCensus` per N."""
+    acc = {}
+    for c, r in zip(configs, results):
+        a = acc.setdefault(c["N"], {"counts": {}, "und": 0, "n": 0})
+        for i, k in zip(r["ids"], r["counts"]):
+            a["counts"][i] = a["counts"].get(i, 0) + k
+        a["und"] += r["n_undecided"]
+        a["n"] += r["n_models"]
+    out = {}
+    for N, a in sorted(acc.items()):
+        ids = np.array(sorted(a["counts"]), dtype=np.int64)
+        out[N] = FunctionCensus(N, a["n"], ids,
+                            np.array([a["counts"][i] for i in ids], dtype=np.int64), a["und"])
+    return out
+
+
+register(Experiment("ch5.exact", _exact_configs, "sensbook.experiments.ch5:exact_check",
+                    _exact_cost, doc="the constructions on every string / at large N"))
+register(Experiment("ch5.basin", _basin_configs, "sensbook.experiments.ch5:basin_one", _basin_cost,
+                    doc="perturbed constructions: P(exact), accuracy per sigma"))
+register(Experiment("ch5.k0_growth", _k0_configs, "sensbook.experiments.ch5:k0_growth_one",
+                    _k0_cost, doc="K_0(N) of a fixed set of random models"))
+register(Experiment("ch5.pf_map", _pf_configs, "sensbook.experiments.ch5:pf_map_one", _pf_cost,
+                    doc="the parameter-function map P(f) at N = 3, 4, 5"))

@@ -1,0 +1,298 @@
+"""Sweeps: a list of configurations, each run once and stored (:mod:`sensbook.runtime.store`).
+
+A *sweep* is data: a name, a list of JSON-able configuration dicts and the (importable)
+function that runs one configuration. :func:`run_sweep`
+
+* skips what is already stored (re-running a finished sweep computes nothing) and so resumes
+  an interrupted sweep without losing finished work;
+* fans out over processes with :class:`concurrent.futures.ProcessPoolExecutor` (``workers``);
+  each worker stores its own result as soon as it finishes, and dies with the sweep;
+* or hands the missing configurations to an executor (:mod:`sensbook.runtime.executors`: local
+  processes, Slurm job arrays).
+
+:func:`run_all` runs the missing configurations of several sweeps in one pool (what
+``make book`` does first). Imports nothing of sensbook but :mod:`sensbook.settings` and the
+store; runners are resolved by name (``"module:function"``).
+"""
+from __future__ import annotations
+
+import importlib
+import os
+import signal
+import threading
+import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass, field
+
+from ..settings import device, progress as _progress
+from . import store as _store
+from .store import Claim, Claimed, Store, canonical, results_dir, version
+
+
+def resolve(runner: str):
+    """``"package.module:function"`` -> the function (so workers can import it by name)."""
+    if not isinstance(runner, str) or ":" not in runner:
+        raise ValueError(f"runner must be 'module:function', got {runner!r}")
+    mod, fn = runner.split(":", 1)
+    return getattr(importlib.import_module(mod), fn)
+
+
+def _die_with_parent(parent: int):
+    """Make this worker exit when its parent does (even by SIGKILL): the kernel's parent-death
+    signal on Linux, and everywhere a thread that watches the parent's pid."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)   # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):                                          # pragma: no cover
+        pass
+    if os.getppid() != parent:                  # the parent died before the signal was armed
+        os._exit(1)
+
+    def watch():
+        while True:
+            time.sleep(0.5)
+            if os.getppid() != parent:
+                os._exit(1)
+
+    threading.Thread(target=watch, daemon=True, name="sensbook-parent-watch").start()
+
+
+def _init_worker(threads, counter=None, devices=None, parent=None):
+    """Worker start-up: die with the parent (``parent``: its pid), a share of the cores each
+    (no oversubscription), and, when ``devices`` is given, the next device in turn (worker i
+    uses ``devices[i % len(devices)]``)."""
+    import torch
+
+    if parent is not None:
+        _die_with_parent(parent)
+    torch.set_num_threads(threads)
+    if devices:
+        with counter.get_lock():
+            i = counter.value
+            counter.value += 1
+        os.environ["SENSBOOK_DEVICE"] = devices[i % len(devices)]
+
+
+def _attempt(root, name, version_, runner, config, kwargs):
+    """``("stored", result)`` when already stored, ``("computed", result)`` after computing and
+    storing it under a claim, ``("claimed", Claimed)`` when another live runner holds it."""
+    import platform
+
+    import torch
+
+    store = Store(root, name, version_)
+    rec = store.record(config)
+    if rec is not None:
+        return "stored", rec["result"]
+    store.folder.mkdir(parents=True, exist_ok=True)
+    claim, owner = Claim.take(store.claim_path(config))
+    if claim is None:
+        return "claimed", Claimed(owner)
+    try:
+        rec = store.record(config)                 # finished by another runner meanwhile?
+        if rec is not None:
+            return "stored", rec["result"]
+        t0, c0 = time.perf_counter(), time.process_time()
+        result = resolve(runner)(config, **kwargs)
+        if result is None:
+            raise ValueError(f"runner {runner} returned None for config {canonical(config)} of "
+                             f"{name}: it must return a JSON-able result (None reads as missing)")
+        meta = {"device": os.environ.get("SENSBOOK_DEVICE") or str(device()),
+                "seconds": time.perf_counter() - t0, "cpu_seconds": time.process_time() - c0,
+                "threads": torch.get_num_threads(), "host": platform.node(),
+                "torch": torch.__version__, "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+        store.save(config, result, meta)
+        return "computed", result
+    finally:
+        claim.release()
+
+
+def _run_one(root, name, version_, runner, config, kwargs):
+    """Compute one configuration and store it with the device it ran on and the seconds it took
+    (runs in a worker process, in-process, or as a cluster job). Returns the result: the stored
+    one if there is one; else it claims the configuration (see :class:`Claim`), computes and
+    stores it; a :class:`Claimed` when another live runner holds the claim (its result will be
+    stored by that runner)."""
+    return _attempt(root, name, version_, runner, config, kwargs)[1]
+
+
+@dataclass
+class Sweep:
+    """A named list of configurations and the runner (``"module:function"``) of one."""
+
+    name: str
+    configs: list
+    runner: str
+    #: the key version of its results (default: :func:`~sensbook.runtime.store.version` of
+    #: the runner: the instruments plus the runner's module)
+    version: str = None
+
+    def __post_init__(self):
+        seen, dups = {}, []
+        for i, c in enumerate(self.configs):
+            k = canonical(c)
+            if k in seen:
+                dups.append(f"#{seen[k]} and #{i} are both {k}")
+            seen.setdefault(k, i)
+        if dups:
+            raise ValueError(f"configs contains duplicates: {'; '.join(dups[:5])}"
+                             f"{' ...' if len(dups) > 5 else ''}")
+        resolve(self.runner)
+        if self.version is None:
+            self.version = version(self.runner)
+
+
+def run_sweep(sweep: Sweep, out=None, *, workers: int = 1, progress: bool = True,
+              compute: bool = True, runner_kwargs: dict | None = None, mp_context=None,
+              devices=None, executor=None):
+    """Results of every configuration of ``sweep``, in order: stored ones read, others computed.
+
+    Returns ``(results, stats)`` with ``stats = {"stored": k, "computed": m, "missing": j}``.
+    With ``compute=False`` nothing is computed and missing results are None. ``workers > 1``
+    runs missing configurations in a :class:`~concurrent.futures.ProcessPoolExecutor`
+    (``mp_context``, default "spawn", safe with torch and CUDA); each is stored as soon as it
+    finishes, so killing the sweep loses only the configurations in flight, and the workers
+    die with the sweep. ``devices`` (e.g. ``["cuda:0", "cuda:1"]``, with ``workers > 1``)
+    spreads the workers over several devices.
+
+    Before computing anything the results folder must be writable (else an error, nothing
+    lost); stale temporary files are deleted. Each configuration is claimed while it is
+    computed (:class:`Claim`), so several sweeps (or cluster jobs) on one folder split the
+    work: a configuration another runner holds is waited for, and taken over if that runner
+    dies; those results count as ``stored``.
+    ``executor`` (e.g. :class:`sensbook.executors.SubmititExecutor`, a Slurm job array) runs the
+    missing configurations instead: each job runs :func:`_run_one`; what they stored is read back.
+    """
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise ValueError(f"workers must be an integer >= 1, got {workers!r}")
+    devices = list(devices or [])
+    if devices and (workers < 2 or not all(isinstance(d, str) and d for d in devices)):
+        raise ValueError(f"devices must be non-empty device names and needs workers >= 2, got "
+                         f"devices={devices!r}, workers={workers!r}")
+    store = Store(results_dir() if out is None else out, sweep.name, sweep.version)
+    kwargs = dict(runner_kwargs or {})
+    results = [store.load(c) for c in sweep.configs]
+    todo = [i for i, r in enumerate(results) if r is None]
+    stats = {"stored": len(results) - len(todo), "computed": 0, "missing": 0}
+    if not compute:
+        stats["missing"] = len(todo)
+        return results, stats
+    if todo:
+        store.check_writable()
+        store.clean_tmp()
+    if executor is not None:
+        executor.run([(store.root, store.name, store.version, sweep.runner, sweep.configs[i], kwargs)
+                      for i in todo])
+        results = [store.load(c) for c in sweep.configs]
+        stats["computed"] = sum(results[i] is not None for i in todo)
+        stats["missing"] = len(todo) - stats["computed"]
+        return results, stats
+    bar = _progress(total=len(sweep.configs), desc=f"sweep {sweep.name}", disable=not progress)
+    bar.update(stats["stored"])
+    args = lambda i: (store.root, store.name, store.version, sweep.runner, sweep.configs[i], kwargs)
+    pending = []
+
+    def take(i, outcome):
+        how, value = outcome
+        if how == "claimed":
+            pending.append(i)
+            return
+        results[i] = value
+        stats[how] += 1
+        bar.update(1)
+
+    try:
+        if workers == 1 or (len(todo) <= 1 and not devices):
+            for i in todo:
+                take(i, _attempt(*args(i)))
+        else:
+            import multiprocessing as mp
+            ctx = mp.get_context(mp_context or "spawn")
+            threads = max(1, (os.cpu_count() or 1) // workers)
+            init = (threads, ctx.Value("i", 0) if devices else None, devices or None, os.getpid())
+            with ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_init_worker,
+                                     initargs=init) as ex:
+                futures = {ex.submit(_attempt, *args(i)): i for i in todo}
+                for fut in as_completed(futures):
+                    take(futures[fut], fut.result())
+        while pending:                      # held by other runners: wait, or take over if stale
+            time.sleep(_store.CLAIM_POLL)
+            waiting, pending[:] = list(pending), []
+            for i in waiting:
+                take(i, _attempt(*args(i)))
+    finally:
+        bar.close()
+    return results, stats
+
+
+def run_pool(sweeps, out=None, *, workers: int = 1, progress: bool = True,
+             desc: str = "sweeps") -> dict:
+    """Compute every missing configuration of several sweeps in ONE pool of ``workers``
+    processes (one thread each), longest predicted first, so that the workers stay busy across
+    sweeps. ``sweeps``: ``(Sweep, cost)`` pairs, ``cost(config)`` the predicted seconds.
+    Returns ``{name: (stored, computed)}``. The store's guarantees are :func:`run_sweep`'s:
+    each configuration is claimed while computed, workers die with this process, a killed run
+    resumes; a failing configuration stops no other (all failures are reported at the end)."""
+    import multiprocessing as mp
+
+    out = results_dir() if out is None else out
+    todo, counts = [], {}
+    for sweep, cost in sweeps:
+        store = Store(out, sweep.name, sweep.version)
+        missing = [c for c in sweep.configs if not store.done(c)]
+        counts[sweep.name] = [len(sweep.configs) - len(missing), 0]
+        if missing:
+            store.check_writable()
+            store.clean_tmp()
+        todo += [(cost(c), sweep.name, (store.root, store.name, store.version, sweep.runner, c,
+                                        {}))
+                 for c in missing]
+    todo.sort(key=lambda t: -t[0])
+    bar = _progress(total=len(todo), desc=desc, disable=not progress)
+    pending = []
+
+    def take(name, args, outcome):
+        how = outcome[0]
+        if how == "claimed":                # another runner holds it: wait for it below
+            pending.append((name, args))
+            return
+        counts[name][0 if how == "stored" else 1] += 1
+        bar.update(1)
+
+    failed = []                             # one failing configuration stops no other
+
+    def attempt_here(name, args):
+        try:
+            take(name, args, _attempt(*args))
+        except Exception as err:            # noqa: BLE001 - reported with its configuration
+            failed.append((name, args[4], err))
+
+    try:
+        if workers == 1 or len(todo) <= 1:
+            for _, name, args in todo:
+                attempt_here(name, args)
+        else:
+            ctx = mp.get_context("spawn")
+            threads = max(1, (os.cpu_count() or 1) // workers)
+            with ProcessPoolExecutor(max_workers=workers, mp_context=ctx,
+                                     initializer=_init_worker,
+                                     initargs=(threads, None, None, os.getpid())) as ex:
+                futs = {ex.submit(_attempt, *args): (name, args) for _, name, args in todo}
+                for f in as_completed(futs):
+                    try:
+                        take(*futs[f], f.result())
+                    except Exception as err:    # noqa: BLE001
+                        failed.append((futs[f][0], futs[f][1][4], err))
+        while pending:
+            time.sleep(_store.CLAIM_POLL)
+            waiting, pending[:] = list(pending), []
+            for name, args in waiting:
+                attempt_here(name, args)
+    finally:
+        bar.close()
+    if failed:
+        lines = [f"{name} {canonical(c)}: {type(e).__name__}: {e}" for name, c, e in failed]
+        raise RuntimeError(f"{len(failed)} configuration(s) failed (the others are stored):\n"
+                           + "\n".join(lines))
+    return {k: tuple(v) for k, v in counts.items()}

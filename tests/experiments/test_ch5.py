@@ -1,0 +1,107 @@
+"""Chapter 5's experiments (sensbook/experiments/ch5.py)."""
+import numpy as np
+import pytest
+import torch
+
+import sensbook as sb
+from sensbook.experiments import ch5
+from tests.test_constructions import BUILD, TOL
+
+
+def _k0_config(members, N, n_samples=None):
+    return dict(D=8, L=1, P=24, seed=3, margin=0.01, N0=4, members=members, N=N,
+                n_samples=n_samples)
+
+
+@pytest.mark.parametrize("n_samples", [None, 16])
+def test_k0_blocks_merge_exactly_into_the_whole_population(n_samples):
+    """Blocks of a population give exactly the whole population's result, and the fixed set
+    is the population's models decided and non-constant at N0 (an independent profile)."""
+    whole = _k0_config([0, 24], 7, n_samples)
+    parts = [_k0_config([0, 10], 7, n_samples), _k0_config([10, 24], 7, n_samples)]
+    mw = ch5.k0_merge([whole], [ch5.k0_growth_one(whole)])[8, 1, 7]
+    mp = ch5.k0_merge(parts, [ch5.k0_growth_one(c) for c in parts[::-1]][::-1])[8, 1, 7]
+    for k in ("members", "counts", "k0", "unknown", "constant"):
+        assert np.array_equal(mw[k], mp[k]), k
+    pop = sb.Recognizer.random(24, 8, 1, seed=3)
+    p4 = sb.sensitivity_profile(pop, 4, margin=0.01, progress=False)
+    want = torch.nonzero(p4.complete & ~p4.is_constant).flatten().tolist()
+    assert mw["members"].tolist() == want and len(want) > 2
+    # the stored profile is the profile of those models at N; unknown strings are separate
+    pr = sb.sensitivity_profile(pop.select(want), 7, margin=0.01, n_samples=n_samples,
+                                seed=7, progress=False)
+    assert np.array_equal(mw["counts"], pr.counts.numpy())
+    unk = (pr.undecided + pr.nonfinite + pr.incomplete).numpy() / pr.n_strings
+    assert np.allclose(mw["unknown"], unk) and np.allclose(mw["k0"], pr.fractions[:, 0])
+    if n_samples is None:
+        tab = sb.truth_table(pop.select(want), 7, margin=0.01, progress=False)
+        assert np.array_equal(mw["affine"], sb.affine_class(tab)[0].numpy())
+
+
+def test_pf_chunks_merge_exactly_into_one_census():
+    """Two chunks with seeds seed0 and seed0 + chunk/batch equal one run of both."""
+    cfg = [dict(N=3, D=6, L=1, n_models=32, seed=10 + 2 * j, batch=16) for j in range(2)]
+    merged = ch5.pf_merge(cfg, [ch5.pf_map_one(c) for c in cfg])[3]
+    whole = sb.parameter_function_map(3, 64, D=6, L=1, batch=16, seed=10, progress=False)
+    assert merged.n_models == 64 and merged.n_undecided == whole.n_undecided
+    assert np.array_equal(merged.ids, whole.ids)
+    assert np.array_equal(merged.counts, whole.counts)
+
+
+def test_basin_one_is_json_and_round_trips_to_basin_curve():
+    import json
+
+    cfg = dict(name="MAJORITY", kind="uniform", N=5, sigmas=[1e-3, 0.3, 3.0], P=6, seed=5,
+               n_samples=8)          # 8 strings of 6 layers: some layers are empty (None)
+    res = ch5.basin_one(cfg)
+    json.dumps(res, allow_nan=False)
+    arr = ch5.basin_arrays(res)
+    ref = sb.basin_curve(sb.majority_transformer(), sb.MAJORITY, 5, cfg["sigmas"], 6,
+                         n_samples=8, seed=5, progress=False)
+    for k in ("p_exact", "accuracy", "accuracy_sd"):
+        assert np.allclose(arr[k], ref[k]), k
+    assert np.allclose(arr["errors_by_weight"], ref["errors_by_weight"], equal_nan=True)
+    assert arr["p_exact"][0] == 1 and arr["p_exact"][-1] < 1
+
+
+def test_chapter5_experiments_fit_their_book_budget():
+    """All of chapter 5's experiments at book scale: at most 420 CPU-seconds (one thread)."""
+    per = {n: e.predicted_seconds("book") for n, e in sb.registry().items()
+           if e.chapter == "ch5"}
+    assert set(per) == {"ch5.exact", "ch5.basin", "ch5.k0_growth", "ch5.pf_map"}
+    assert sum(per.values()) <= 420, per
+
+
+def test_ch5_sizes_reject_unknown_names():
+    with pytest.raises(ValueError, match="what="):
+        ch5.sizes("nope")
+    with pytest.raises(ValueError, match="scale="):
+        ch5.sizes("basin", "huge")
+
+
+def test_basin_pieces_of_the_sigma_grid_merge_exactly():
+    base = dict(name="PARITY", kind="gaussian", N=4, P=5, seed=4, n_samples=None)
+    sig = [1e-3, 1e-2, 0.1]
+    whole = dict(base, sigmas=sig, first=0)
+    parts = [dict(base, sigmas=sig[:2], first=0), dict(base, sigmas=sig[2:], first=2)]
+    a = ch5.basin_merge([whole], [ch5.basin_one(whole)])["gaussian", "PARITY", 4]
+    b = ch5.basin_merge(parts[::-1], [ch5.basin_one(c) for c in parts[::-1]])
+    b = b["gaussian", "PARITY", 4]
+    assert np.array_equal(a["sigmas"], sig) and np.array_equal(b["sigmas"], sig)
+    for k in ("p_exact", "accuracy", "accuracy_sd", "errors_by_weight"):
+        assert np.array_equal(a[k], b[k]), k
+
+
+@pytest.mark.parametrize("name", BUILD)
+def test_exact_check_experiment_and_a_broken_weight(name, monkeypatch):
+    """The ch5.exact runner reports a correct construction, and a construction with one
+    weight changed (the readout of the output coordinate negated) as incorrect."""
+    N = 7
+    r = ch5.exact_check(dict(name=name, N=N, n_samples=None))
+    assert r["correct"] and abs(r["min_abs_T"] - 1) < TOL and r["n_strings"] == 2**N
+    params, H = sb.construction_parameters(name)
+    params["w"] = params["w"].copy()
+    params["w"][np.flatnonzero(params["w"])[0]] *= -1        # one weight changed
+    broken = lambda device=None: sb.Recognizer.from_parameters(params, H=H, device=device)
+    monkeypatch.setitem(sb.constructions.BUILDERS, name, broken)
+    assert not ch5.exact_check(dict(name=name, N=N, n_samples=None))["correct"]

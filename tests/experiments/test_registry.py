@@ -1,0 +1,67 @@
+"""The registry of experiments (sensbook/experiments/__init__.py): every experiment listed,
+keyed and within the main job's budget; one pool over several experiments."""
+import numpy as np
+import pytest
+
+import sensbook as sb
+from sensbook import experiments as ex
+from sensbook.runtime.sweep import resolve
+
+
+def test_every_experiment_is_registered_listed_and_keyed():
+    exps = sb.registry()
+    assert "ch6.training" in exps
+    for name, e in exps.items():
+        assert e.chapter == name.split(".")[0]
+        for scale in sb.SCALES:
+            cs = e.configs(scale)
+            assert cs, f"{name} has no configurations at {scale}"
+            assert len({sb.key(c) for c in cs}) == len(cs), f"{name}@{scale}: duplicate configs"
+            assert all(e.cost(c) > 0 for c in cs)
+        resolve(e.runner)
+
+
+def test_book_scale_fits_the_main_job_budget():
+    """The cost models of all experiments, summed at book scale, stay inside the budget of
+    `make book` on the reference machine (2 cores): adding book-scale work that would push
+    the main job past 25 minutes fails here first."""
+    from sensbook.experiments import BOOK_BUDGET_SECONDS
+
+    per = {n: e.predicted_seconds("book") for n, e in sb.registry().items()}
+    # two worker processes share the two cores (make book runs `sensbook sweep all --workers 2`)
+    assert sum(per.values()) / 2 <= BOOK_BUDGET_SECONDS, per
+
+
+def test_run_all_pools_several_experiments_and_resumes(tmp_path, monkeypatch):
+    fakes = [ex.Experiment(f"tst.fake{j}", lambda s, j=j: [{"i": i, "tag": f"t{j}"}
+                                                          for i in range(2 + j)],
+                           "tests.runtime.test_sweep:fake", lambda c: 1.0 + c["i"]) for j in range(2)]
+    monkeypatch.setattr(ex, "EXPERIMENTS", {**ex.registry(), **{f.name: f for f in fakes}})
+    assert ex.run_all(fakes, "ci", tmp_path, workers=2, progress=False) == \
+        {"tst.fake0": (0, 2), "tst.fake1": (0, 3)}
+    assert ex.run_all(fakes, "ci", tmp_path, workers=2, progress=False) == \
+        {"tst.fake0": (2, 0), "tst.fake1": (3, 0)}
+    for f in fakes:
+        got = ex.run_experiment(f.name, "ci", tmp_path, progress=False, compute=False)
+        assert got == [{"square": c["i"] ** 2, "tag": c["tag"]} for c in f.configs("ci")]
+
+
+def test_run_all_reports_a_failing_configuration_and_stores_the_others(tmp_path, monkeypatch):
+    monkeypatch.setenv("FAKE_FAIL_AT", "1")
+    fake = ex.Experiment("tst.fail", lambda s: [{"i": i, "tag": "f"} for i in range(3)],
+                         "tests.runtime.test_sweep:fake", lambda c: 1.0)
+    monkeypatch.setattr(ex, "EXPERIMENTS", {**ex.registry(), fake.name: fake})
+    with pytest.raises(RuntimeError, match=r"(?s)1 configuration\(s\) failed.*injected failure at 1"):
+        ex.run_all([fake], "ci", tmp_path, workers=1, progress=False)
+    st = sb.Store(tmp_path, "tst.fail")
+    assert [st.done(c) for c in fake.configs("ci")] == [True, False, True]
+
+
+def test_stored_encoding_round_trips_inf_and_refuses_nan():
+    a = np.array([[1.0, np.inf], [2.5, 3.0]])
+    enc = ex.enc(a)
+    assert enc == [[1.0, None], [2.5, 3.0]]
+    assert np.array_equal(ex.dec(enc), a)
+    assert np.array_equal(ex.dec(ex.enc(a[1])), a[1])
+    with pytest.raises(ValueError, match="NaN"):
+        ex.enc([1.0, np.nan])

@@ -31,7 +31,7 @@ from .boolean import check_n
 from .model import Recognizer
 
 __all__ = ["parity_transformer", "first_transformer", "majority_transformer",
-           "construction_parameters", "CONSTRUCTIONS", "BUILDERS", "target", "exact_check"]
+           "construction_parameters", "CONSTRUCTIONS", "BUILDERS", "target"]
 
 
 class _Builder:

@@ -1,4 +1,5 @@
-"""Controls for chapter 7: which ingredient makes the low-sensitivity bias?
+"""Controls for chapter 7: which ingredient makes the low-sensitivity bias? (architectures
+only; chapter 7's experiments are ``experiments/ch7.py``)
 
 Six architectures, each a population of P models evaluated in one call, so that
 :func:`sensbook.sensitivity_profile` and :func:`sensbook.train_population` take them
@@ -31,9 +32,7 @@ from __future__ import annotations
 
 import copy
 import math
-import time
 
-import numpy as np
 import torch
 from torch import nn
 from torch.func import functional_call, stack_module_state, vmap

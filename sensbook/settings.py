@@ -29,7 +29,7 @@ SCALES = ("ci", "book", "paper")
 _override: str | None = None
 
 
-def _check(name: str, argument: str) -> str:
+def check_scale(name: str, argument: str) -> str:
     if name not in SCALES:
         raise ValueError(f"{argument}={name!r} is not a scale; allowed: {', '.join(SCALES)}")
     return name
@@ -39,13 +39,13 @@ def scale() -> str:
     """The current scale: :func:`set_scale`'s value, else ``$SENSBOOK_SCALE``, else ``book``."""
     if _override is not None:
         return _override
-    return _check(os.environ.get("SENSBOOK_SCALE", "book").strip().lower(), "SENSBOOK_SCALE")
+    return check_scale(os.environ.get("SENSBOOK_SCALE", "book").strip().lower(), "SENSBOOK_SCALE")
 
 
 def set_scale(name: str | None) -> str:
     """Set the scale for this process (``None`` goes back to the environment). Returns it."""
     global _override
-    _override = None if name is None else _check(name, "scale")
+    _override = None if name is None else check_scale(name, "scale")
     return scale()
 
 

@@ -1,4 +1,4 @@
-"""Training populations of recognizers, and chapter 6's steps-to-learn experiment.
+"""Training populations of recognizers (chapter 6's experiment is ``experiments/ch6.py``).
 
 The book's training protocol (every number lives in :class:`Protocol`, one place to change):
 
@@ -14,11 +14,13 @@ The book's training protocol (every number lives in :class:`Protocol`, one place
 * **Optimizer**: AdamW, lr 1e-3, weight decay 0 (betas 0.9/0.999), constant learning rate.
   Adam's update is element-wise, so one optimizer over the population trains P independent
   models: population training equals training each seed alone (``tests/test_train.py``).
-* **Steps, batch**: the step budget and batch per scale live in ``CH6_SIZES``.
+* **Steps, batch**: the step budget and batch per scale live in
+  ``sensbook.experiments.ch6.SIZES``.
 * **Evaluation**: labels are sign(T) (margin xi = 0, the function the model computes); a model
   has *learned* f once its accuracy reaches ``criterion`` (0.99), on all 2^N strings when
   N <= ``exhaustive_max``, else on a fixed held-out uniform sample; steps to learn are the first
-  checked step at which it does (:func:`run_config`), censored at the budget.
+  checked step at which it does (``sensbook.experiments.ch6.run_config``), censored at the
+  budget.
 
 Seeds train together: everything is one batched computation over the population axis, on
 whatever device the model is on (CPU or CUDA); no per-seed Python loop touches the model.
@@ -26,7 +28,6 @@ whatever device the model is on (CPU or CUDA); no per-seed Python loop touches t
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import asdict, dataclass, fields, replace
 
 import numpy as np

@@ -24,15 +24,12 @@ import torch
 
 from .boolean import check_n, index_to_strings, strings
 from .model import Recognizer
-from .profile import classify, profile_from_table, truth_table
+from .profile import classify, truth_table
 from .settings import progress as _progress
 
 __all__ = ["perturb", "Agreement", "agreement", "basin_curve", "critical_sigma", "fit_power",
            "affine_class", "table_ids", "ids_to_tables", "wilson_interval",
-           "parameter_function_map", "census_from_ids", "FunctionCensus", "theorem45_bound",
-           "CH5_SIZES", "K0_ARCHS", "K0_MARGIN", "K0_N0", "PF_ARCH", "PF_NS", "ch5_sizes",
-           "basin_lengths", "basin_sigmas", "basin_one", "basin_arrays", "basin_merge",
-           "k0_fixed_models", "k0_growth_one", "k0_merge", "pf_map_one", "pf_merge"]
+           "parameter_function_map", "census_from_ids", "FunctionCensus", "theorem45_bound"]
 
 NOISE = ("uniform", "gaussian")
 

@@ -37,7 +37,7 @@ import torch
 from ..runtime.published import fetch_missing
 from ..runtime.store import Store, results_dir
 from ..runtime.sweep import Sweep, run_pool, run_sweep
-from ..settings import _check, device, scale as current_scale
+from ..settings import check_scale, device, scale as current_scale
 
 #: The chapters' experiment modules (imported on first use of the registry).
 CHAPTERS = ("ch1", "ch2", "ch3", "ch4", "ch5", "ch6", "ch7")
@@ -68,7 +68,7 @@ class Experiment:
 
     def sweep(self, scale: str):
         """The :class:`~sensbook.runtime.sweep.Sweep` of this experiment at ``scale``."""
-        return Sweep(self.name, list(self.configs(_check(scale, "scale"))), self.runner)
+        return Sweep(self.name, list(self.configs(check_scale(scale, "scale"))), self.runner)
 
     def predicted_seconds(self, scale: str) -> float:
         """Sum of the cost model over the configurations at ``scale``."""

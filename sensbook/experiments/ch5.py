@@ -13,10 +13,10 @@ import numpy as np
 import torch
 
 from ..boolean import check_n, strings
-from ..constructions import BUILDERS, CONSTRUCTIONS, target
+from ..constructions import BUILDERS, target
 from ..model import Recognizer
 from ..profile import profile_from_table, sensitivity_profile, truth_table
-from ..settings import _check, device, scale as current_scale
+from ..settings import check_scale, device, scale as current_scale
 from ..volume import (FunctionCensus, affine_class, basin_curve, parameter_function_map)
 from . import Experiment, register
 
@@ -55,7 +55,7 @@ def sizes(what: str, scale: str | None = None) -> dict:
     """The sizes of chapter 5's part ``what`` (exact, variance, basin, k0, pf) at ``scale``."""
     if what not in SIZES:
         raise ValueError(f"what={what!r} is unknown; allowed: {', '.join(SIZES)}")
-    return dict(SIZES[what][_check(current_scale() if scale is None else scale, "scale")])
+    return dict(SIZES[what][check_scale(current_scale() if scale is None else scale, "scale")])
 
 
 def basin_lengths(name: str, scale: str | None = None) -> list:

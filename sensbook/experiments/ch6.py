@@ -14,7 +14,7 @@ import torch
 
 from ..boolean import check_n
 from ..runtime.sweep import Sweep
-from ..settings import _check, device as device_
+from ..settings import check_scale, device as device_
 from ..train import (Protocol, _check_seeds, accuracy, curve_schedule, eval_schedule,
                      init_population, target, train_population)
 from . import Experiment, register
@@ -133,7 +133,7 @@ def configs(Ns, seeds, budget, batch, lr, targets=TARGETS, **evaluation) -> list
 
 def sweep(scale: str, **overrides):
     """Chapter 6's sweep at a scale (``SIZES``; ``overrides`` change single sizes)."""
-    sizes = {**SIZES[_check(scale, "scale")], **overrides}
+    sizes = {**SIZES[check_scale(scale, "scale")], **overrides}
     return Sweep("ch6.training", configs(**sizes), "sensbook.experiments.ch6:run_config")
 
 

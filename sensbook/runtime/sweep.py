@@ -22,7 +22,7 @@ import signal
 import threading
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from ..settings import device, progress as _progress
 from . import store as _store

@@ -1,6 +1,5 @@
 import numpy as np
 import pytest
-import torch
 
 import sensbook as sb
 from sensbook.experiments import ch2

@@ -1,7 +1,5 @@
 """Chapter 3's experiments (sensbook/experiments/ch3.py)."""
 import numpy as np
-import pytest
-import torch
 
 import sensbook as sb
 from sensbook.experiments import ch3

@@ -1,6 +1,5 @@
 """Chapter 4's experiments (sensbook/experiments/ch4.py)."""
 import numpy as np
-import pytest
 import torch
 
 import sensbook as sb

@@ -1,7 +1,6 @@
 """Chapter 7's experiments (sensbook/experiments/ch7.py)."""
 import numpy as np
 import pytest
-import torch
 
 import sensbook as sb
 from sensbook.experiments import ch7

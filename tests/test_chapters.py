@@ -9,6 +9,8 @@ import jupytext
 import pytest
 import yaml
 
+from sensbook.experiments import select
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 BOOK = ROOT / "book"
 sys.path.insert(0, str(ROOT / "tools"))
@@ -167,8 +169,13 @@ def test_chapter_prints_its_scale_and_asserts_claims(md):
     nb = jupytext.read(md)
     src = "\n".join(code(nb))
     chapter = md.name.split("_")[0]
-    assert f'sb.banner("{chapter}")' in src, \
-        "every chapter prints the scale it ran at and what its experiments cost"
+    banner = re.findall(r"sb\.banner\(((?:\"[\w.]+\"(?:, )?)+)\)", src)
+    assert len(banner) == 1, "every chapter prints the scale it ran at and what its experiments cost"
+    named = {e.name for n in re.findall(r'"([\w.]+)"', banner[0]) for e in select(n)}
+    assert all(n.startswith(chapter) for n in named), named
+    # every experiment the chapter names reads is in its banner (tests/colab/ checks the run)
+    read = set(re.findall(r'run_experiment\("([\w.]+)"', src))
+    assert read <= named, f"{md.name} reads {sorted(read - named)} but its banner omits them"
     hidden = [c for c in nb.cells if c.cell_type == "code" and "remove-cell" in c.metadata.get("tags", [])]
     assert any("assert" in c.source for c in hidden), "claims are asserted in remove-cell cells"
 

@@ -9,14 +9,23 @@ version and configuration are exactly the ones asked for (the key already covers
 is checked again), is saved in the local store, and the chapter says how many results came from
 the published store and how many were computed now.
 
+The published store also holds ``<site>/results/index.json`` (:func:`write_index`): the keys
+it holds per experiment, read once per session (:func:`published_keys`), so a notebook's first
+line can say what will arrive from the store before it predicts any computing time, and only
+keys the site holds are requested.
+
 The network is used only where a reader runs the book: in Colab, or where ``SENSBOOK_PUBLISHED``
 is set: to the site's URL, to ``1`` (the URL below), or to ``0`` (never, even in Colab). CI and
 local builds never touch the network.
+
+    python -m sensbook.runtime.published results/    # write results/index.json (publishing)
 """
 from __future__ import annotations
 
 import json
 import os
+import pathlib
+import re
 import sys
 import urllib.error
 import urllib.parse
@@ -57,6 +66,44 @@ def published_url() -> str | None:
     return env.rstrip("/") + "/"
 
 
+#: The published store's list of keys per experiment, beside the experiments' folders.
+INDEX = "index.json"
+_KEY = re.compile(r"[0-9a-f]{20}")
+
+
+def write_index(root) -> pathlib.Path:
+    """Write ``root/index.json``, the keys of every stored result per experiment folder
+    (``{"experiments": {name: [key, ...]}}``); the publish workflow runs this on the store it
+    ships. Returns its path."""
+    root = pathlib.Path(root)
+    exps = {}
+    for d in sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")):
+        keys = sorted(p.stem for p in d.glob("*.json") if _KEY.fullmatch(p.stem))
+        if keys:
+            exps[d.name] = keys
+    path = root / INDEX
+    path.write_text(json.dumps({"experiments": exps}, sort_keys=True) + "\n", encoding="utf-8")
+    return path
+
+
+_index_cache: dict = {}
+
+
+def published_keys(base: str, timeout: float = 10.0):
+    """``{experiment: set of keys}`` of the published store at ``base`` (its index.json, read
+    once per process), or None when the site has no index or cannot be reached."""
+    if base not in _index_cache:
+        url = urllib.parse.urljoin(base, f"results/{INDEX}")
+        req = urllib.request.Request(url, headers={"User-Agent": "sensbook"})
+        try:
+            with urllib.request.urlopen(req, timeout=timeout) as r:
+                exps = json.loads(r.read().decode())["experiments"]
+            _index_cache[base] = {str(k): set(v) for k, v in exps.items()}
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            _index_cache[base] = None
+    return _index_cache[base]
+
+
 def fetch(base: str, name: str, key: str, timeout: float = 10.0):
     """The published record ``<base>results/<name>/<key>.json`` (a dict), or None if the site has
     none (HTTP 404). Other failures (no network, a server error) raise :class:`OSError`."""
@@ -78,7 +125,8 @@ def fetch(base: str, name: str, key: str, timeout: float = 10.0):
 def fetch_missing(sweep, out, base: str | None = None) -> tuple:
     """Copy into the local store ``out`` every published result of ``sweep`` that ``out`` lacks
     (exact version and configuration only). Returns ``(number copied, base URL or None)``; with no
-    published site (see :func:`published_url`) nothing is fetched. A network failure stops the
+    published site (see :func:`published_url`) nothing is fetched. When the site has an index
+    (:func:`published_keys`) only the keys it lists are requested. A network failure stops the
     fetching with one warning; what is missing is then computed as usual."""
     from .store import Store, canonical, key
 
@@ -86,11 +134,13 @@ def fetch_missing(sweep, out, base: str | None = None) -> tuple:
     if base is None:
         return 0, None
     store = Store(out, sweep.name, sweep.version)
+    missing = [c for c in sweep.configs if store.record(c) is None]
+    index = published_keys(base) if missing else None
     copied = 0
-    for c in sweep.configs:
-        if store.record(c) is not None:
-            continue
+    for c in missing:
         k = key(c, store.version)
+        if index is not None and k not in index.get(sweep.name, ()):
+            continue
         try:
             rec = fetch(base, sweep.name, k)
         except OSError as e:
@@ -104,3 +154,8 @@ def fetch_missing(sweep, out, base: str | None = None) -> tuple:
         store.save(c, rec["result"], meta)
         copied += 1
     return copied, base
+
+
+if __name__ == "__main__":
+    for folder in sys.argv[1:] or ["results"]:
+        print(f"wrote {write_index(folder)}")

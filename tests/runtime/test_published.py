@@ -69,13 +69,55 @@ def test_a_chapter_reads_published_results_and_computes_only_the_rest(tmp_path, 
     assert sorted(calls(log)) == [2, 3]                   # only what the site lacks (or is stale)
     line = capsys.readouterr().out
     assert f"0 read from the store, 2 from the published store ({base}), 2 computed now" in line
-    assert len(requested) == 4 and all(p.startswith("/book/results/test.fake/") for p in requested)
+    # this site has no index.json (asked for once): every missing key is asked for
+    assert requested[0] == "/book/results/index.json" and len(requested) == 5
+    assert all(p.startswith("/book/results/test.fake/") for p in requested[1:])
     # the fetched records are now local, marked as published; nothing is fetched again
     recs = [sb.Store(tmp_path / "reader", exp.name).record(c) for c in exp.configs("book")]
     assert [r["meta"].get("published") for r in recs] == [base, base, None, None]
     sb.run_experiment(exp.name, "book", tmp_path / "reader", progress=False)
     assert "4 read from the store, 0 from the published store" in capsys.readouterr().out
-    assert len(requested) == 4
+    assert len(requested) == 5
+
+
+def test_the_banner_says_what_is_stored_published_and_to_compute(tmp_path, site, monkeypatch,
+                                                                capsys):
+    """The first line a notebook prints: what is stored here, what the published store holds
+    (its index.json, one request) and the predicted time of the rest only; then the run does
+    exactly that, asking the site only for the keys its index lists."""
+    folder, base, requested = site
+    exp = fake_experiment(monkeypatch, n=5)
+    monkeypatch.setenv("FAKE_LOG", str(tmp_path / "log"))
+    cfgs = exp.configs("book")
+    sweep = type(exp.sweep("book"))
+    sb.run_sweep(sweep(exp.name, cfgs[1:3], exp.runner), tmp_path / "publisher", progress=False)
+    publish(tmp_path / "publisher", exp.name, folder)
+    assert pub.write_index(folder / "book" / "results").name == "index.json"
+    sb.run_sweep(sweep(exp.name, cfgs[:1], exp.runner), tmp_path / "reader", progress=False)
+    monkeypatch.setenv("SENSBOOK_PUBLISHED", base)
+    monkeypatch.setenv("SENSBOOK_RESULTS", str(tmp_path / "reader"))
+    sb.set_scale("book")
+    try:
+        text = sb.banner(exp.name)
+    finally:
+        sb.set_scale(None)
+    assert text.splitlines()[1:] == [
+        "this notebook reads 1 experiment (5 configurations at this scale): test.fake",
+        f"1 stored here, 2 in the published store ({base}), 2 to compute: "
+        "about 0 s on one CPU core"]
+    assert requested == ["/book/results/index.json"]
+    (tmp_path / "log").unlink(missing_ok=True)
+    sb.run_experiment(exp.name, "book", tmp_path / "reader", progress=False)
+    assert sorted(calls(tmp_path / "log")) == [3, 4]
+    assert f"1 read from the store, 2 from the published store ({base}), 2 computed now" in \
+        capsys.readouterr().out
+    assert len(requested) == 3 and requested[0] == "/book/results/index.json"
+    sb.set_scale("book")
+    try:
+        assert sb.banner(exp.name).splitlines()[2] == \
+            f"5 stored here, 0 in the published store ({base}), 0 to compute: nothing to compute"
+    finally:
+        sb.set_scale(None)
 
 
 def test_no_network_outside_colab_unless_asked(tmp_path, monkeypatch, capsys):
@@ -135,6 +177,7 @@ def test_publish_runs_the_book_scale_experiments_and_ships_the_store():
                   if s.get("uses", "").startswith("actions/upload-pages-artifact@"))
     assert sweep < build < ship < upload
     assert ".submitit" in runs[ship]             # job bookkeeping is not published
+    assert "sensbook.runtime.published _build/html/results" in runs[ship]      # its index.json
     cache = [s for s in steps if s.get("uses", "").startswith("actions/cache@")
              and s["with"]["path"] == "results"]
     assert len(cache) == 1 and "hashFiles('sensbook/**'" in cache[0]["with"]["key"]

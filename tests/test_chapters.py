@@ -147,9 +147,10 @@ def test_repository_setting_is_a_github_repository():
 
 def _long_lines(md):
     """Code lines longer than MAX_LINE that a reader sees: every code cell of the notebook
-    (which has every code cell of the page) and the fenced code blocks of the prose."""
-    nb = jupytext.read(md.with_suffix(".ipynb")) if md in CHAPTERS else None
-    sources = [c.source for c in nb.cells if c.cell_type == "code"] if nb else []
+    and of the chapter (its install cell included, which the notebook replaces) and the fenced
+    code blocks of the prose."""
+    nbs = [jupytext.read(md.with_suffix(".ipynb")), jupytext.read(md)] if md in CHAPTERS else []
+    sources = [c.source for nb in nbs for c in nb.cells if c.cell_type == "code"]
     text = re.sub(r"^```\{code-cell\}.*?^```", "", md.read_text(encoding="utf-8"), flags=re.S | re.M)
     sources += [m.group(1) for m in re.finditer(r"^```[\w-]*\n(.*?)^```", text, re.S | re.M)]
     return [f"{len(ln)}: {ln}" for s in sources for ln in s.splitlines() if len(ln) > MAX_LINE]

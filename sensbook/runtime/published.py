@@ -31,12 +31,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
-#: The repository, as in ``_config.yml`` (``repository.url``; tests/runtime/test_published.py checks that
-#: they agree). Colab installs the package without the book's files, so the URL lives here too.
-REPOSITORY = "https://github.com/sensbook/sensbook"
-
-
-def site_url(repository: str = REPOSITORY) -> str:
+def site_url(repository: str) -> str:
     """The GitHub Pages site of a GitHub repository: ``https://OWNER.github.io/REPO/``."""
     parts = urllib.parse.urlparse(repository)
     path = [p for p in parts.path.split("/") if p]
@@ -51,14 +46,41 @@ def in_colab() -> bool:
     return "google.colab" in sys.modules or "COLAB_RELEASE_TAG" in os.environ
 
 
+def installed_from() -> str | None:
+    """The GitHub repository this package was installed from, or None: pip records the URL of
+    a ``sensbook @ git+https://github.com/OWNER/REPO@BRANCH`` install (what every notebook's
+    install cell runs, from ``repository.url`` of ``_config.yml``, the one place it is set) in
+    ``direct_url.json``. So the repository is never written into the package itself."""
+    from importlib.metadata import PackageNotFoundError, distribution
+
+    try:
+        info = json.loads(distribution("sensbook").read_text("direct_url.json") or "null")
+    except (PackageNotFoundError, ValueError, OSError):
+        return None
+    if not isinstance(info, dict) or "vcs_info" not in info:
+        return None
+    url = str(info.get("url", "")).removesuffix(".git")
+    try:
+        site_url(url)
+    except ValueError:
+        return None
+    return url
+
+
 def published_url() -> str | None:
     """The published site to read results from, or None (no network): ``$SENSBOOK_PUBLISHED``
-    (a URL, ``1`` for :func:`site_url`, ``0`` for none), else :func:`site_url` in Colab only."""
+    (a URL, ``1`` for the site of :func:`installed_from`, ``0`` for none), else that site in
+    Colab only."""
     env = os.environ.get("SENSBOOK_PUBLISHED", "").strip()
     if env == "0":
         return None
     if env == "1" or (not env and in_colab()):
-        return site_url()
+        repo = installed_from()
+        if repo is None and env == "1":
+            raise ValueError("SENSBOOK_PUBLISHED=1 needs sensbook installed from its GitHub "
+                             "repository (pip install 'sensbook @ git+https://github.com/OWNER/"
+                             "REPO@BRANCH'); otherwise set SENSBOOK_PUBLISHED to the site's URL")
+        return None if repo is None else site_url(repo)
     if not env:
         return None
     if urllib.parse.urlparse(env).scheme not in ("http", "https"):

@@ -132,9 +132,17 @@ def test_no_network_outside_colab_unless_asked(tmp_path, monkeypatch, capsys):
     assert pub.published_url() is None
     sb.run_experiment(exp.name, "ci", tmp_path, progress=False)
     assert "0 read from the store, 2 computed now" in capsys.readouterr().out
-    # in Colab the site of _config.yml's repository is asked, unless SENSBOOK_PUBLISHED=0
+    # in Colab the site of the repository the install cell installed from is asked (none
+    # without such an install), unless SENSBOOK_PUBLISHED=0
     monkeypatch.setitem(__import__("sys").modules, "google.colab", object())
-    assert pub.published_url() == pub.site_url()
+    monkeypatch.setattr(pub, "installed_from", lambda: None)
+    assert pub.published_url() is None
+    monkeypatch.setenv("SENSBOOK_PUBLISHED", "1")
+    with pytest.raises(ValueError, match="SENSBOOK_PUBLISHED=1 needs sensbook installed"):
+        pub.published_url()
+    monkeypatch.delenv("SENSBOOK_PUBLISHED")
+    monkeypatch.setattr(pub, "installed_from", lambda: "https://github.com/Org/Repo")
+    assert pub.published_url() == "https://org.github.io/Repo/"
     monkeypatch.setenv("SENSBOOK_PUBLISHED", "0")
     assert pub.published_url() is None
     monkeypatch.setenv("SENSBOOK_PUBLISHED", "ftp://x")
@@ -153,9 +161,27 @@ def test_an_unreachable_site_means_computing_with_one_warning(tmp_path, site, mo
     assert out.err.count("not reachable") == 1 and "0 from the published store" in out.out
 
 
-def test_the_site_url_comes_from_the_repository_of_config_yml():
+def test_the_site_is_that_of_the_repository_pip_installed_from(monkeypatch):
+    """_config.yml's repository.url is the one setting: the install cell installs from it, and
+    pip's direct_url.json of that install tells the package where its site is."""
+    import importlib.metadata as md
+
+    class Dist:
+        def __init__(self, text):
+            self.text = text
+
+        def read_text(self, name):
+            return self.text if name == "direct_url.json" else None
+
     url = yaml.safe_load((ROOT / "_config.yml").read_text())["repository"]["url"]
-    assert pub.REPOSITORY == url
+    branch = yaml.safe_load((ROOT / "_config.yml").read_text())["repository"]["branch"]
+    git = json.dumps({"url": url + ".git", "vcs_info": {"vcs": "git", "requested_revision": branch,
+                                                        "commit_id": "0" * 40}})
+    for text, want in [(git, url), (json.dumps({"url": "file:///tmp/x.whl", "archive_info": {}}), None),
+                       (json.dumps({"url": "https://gitlab.com/a/b", "vcs_info": {}}), None),
+                       (None, None), ("not json", None)]:
+        monkeypatch.setattr(md, "distribution", lambda name, t=text: Dist(t))
+        assert pub.installed_from() == want, text
     assert pub.site_url("https://github.com/Sensbook/notes") == "https://sensbook.github.io/notes/"
     assert pub.site_url("https://github.com/ab/ab.github.io.git") == "https://ab.github.io/"
     with pytest.raises(ValueError, match="repository"):

@@ -66,6 +66,8 @@ def _slowest(c):
         return list(c._options_values)
     if isinstance(c, _w.Checkbox):
         return [False, True]
+    if isinstance(c, _w.FloatLogSlider):
+        return [c.base ** c.max]
     return [c.max] if hasattr(c, "max") else [c.value]
 _found = getattr(_w.Widget, "widgets", None) or getattr(_w.widgets.widget, "_instances", {})
 _out = []

@@ -37,7 +37,7 @@ NOTEBOOKS = sorted((ROOT / "book").glob("ch*.ipynb"))
 REPORT = ROOT / "_build" / "colab-run"
 #: Predicted and measured computing time may differ by this factor (the cost models are fitted
 #: on ci runs of one thread; kernels here run one thread, on a machine that may be busy).
-TIME_FACTOR = 3.0
+TIME_FACTOR = 4.0
 #: Predictions below this many seconds are not timed (import and first-call overheads dominate).
 TIME_FLOOR = 5.0
 #: The most CPU seconds one widget event may take at its slowest setting (target: about 1 s).

@@ -202,6 +202,7 @@ def test_publish_runs_the_book_scale_experiments_and_ships_the_store():
     upload = next(i for i, s in enumerate(steps)
                   if s.get("uses", "").startswith("actions/upload-pages-artifact@"))
     assert sweep < build < ship < upload
+    assert at(r"_config\.yml") < sweep           # the repository URL is checked first
     assert ".submitit" in runs[ship]             # job bookkeeping is not published
     assert "sensbook.runtime.published _build/html/results" in runs[ship]      # its index.json
     cache = [s for s in steps if s.get("uses", "").startswith("actions/cache@")

@@ -9,7 +9,7 @@ JOBS ?= 2
 export PYTHONPATH := $(CURDIR)
 
 .PHONY: experiments mutants
-.PHONY: setup assets book book-ci book-publish test unit chapters site-test chromium sync clean bench slurm-test
+.PHONY: setup assets book book-ci book-publish test unit chapters colab-test site-test chromium sync clean bench slurm-test
 # The browser test drives this Chromium (Debian's package; Playwright never downloads browsers).
 CHROMIUM ?= /usr/bin/chromium
 export SENSBOOK_CHROMIUM := $(CHROMIUM)
@@ -64,10 +64,10 @@ book-publish: setup assets
 # Every test: unit tests, the one-node Slurm cluster test, every chapter under nbval at ci scale,
 # the ci-scale HTML build, then the built site in headless Chromium plus its internal links
 # (screenshots: _build/site-test/).
-test: setup unit slurm-test chapters book-ci site-test
+test: setup unit slurm-test chapters colab-test book-ci site-test
 
 unit: setup
-	OMP_NUM_THREADS=1 SENSBOOK_SCALE=ci SENSBOOK_PROGRESS=0 $(BIN)/python -m pytest -q -n $(JOBS) tests --ignore=tests/site --ignore=tests/runtime/test_slurm.py
+	OMP_NUM_THREADS=1 SENSBOOK_SCALE=ci SENSBOOK_PROGRESS=0 $(BIN)/python -m pytest -q -n $(JOBS) tests --ignore=tests/site --ignore=tests/colab --ignore=tests/runtime/test_slurm.py
 
 # A one-node Slurm cluster on this machine (tools/slurm_cluster.sh: Debian's slurmctld, slurmd,
 # slurm-client and munge, installed with apt-get when missing) runs ci-scale sweeps as job arrays
@@ -89,6 +89,14 @@ chromium:
 
 chapters: setup
 	OMP_NUM_THREADS=1 SENSBOOK_SCALE=ci SENSBOOK_PROGRESS=0 $(BIN)/python -m pytest -q $(NBVAL) -n $(JOBS) --dist loadfile book
+
+# Every committed notebook run as a reader runs it in Colab (tests/colab/): a fresh Colab-like
+# runtime each (Colab's ipywidgets, numpy, matplotlib, IPython; this machine's torch), the install
+# cell pointed at the checkout, ci scale, a third of each experiment's results in a published
+# store on 127.0.0.1, a third stored, a third computed; the banner is held to what happened and
+# every widget callback timed at its slowest setting. .colab-venv/ is built on the first run.
+colab-test: setup
+	OMP_NUM_THREADS=1 SENSBOOK_SCALE=ci $(BIN)/python -m pytest -q -n $(JOBS) tests/colab
 
 # After editing a chapter's .md: regenerate its .ipynb (what Colab opens) from it
 # (tools/notebooks.py; idempotent, and tests/test_chapters.py fails until it has run).

@@ -79,13 +79,20 @@ def check_device(device, argument="device") -> torch.device:
     return dev
 
 
+#: Seconds a computation runs before its progress bar appears: shorter work shows no bar (a
+#: bar that lasts milliseconds only flashes by; chapter 1 once showed 31 of them).
+PROGRESS_DELAY = 1.0
+
+
 def progress(iterable=None, *, total=None, desc=None, leave=False, disable=False):
     """A progress bar (tqdm), silent when ``$SENSBOOK_PROGRESS`` is ``0``.
 
     The book build and CI set ``SENSBOOK_PROGRESS=0`` so that no bar is baked into the HTML;
-    in Colab or a terminal the bar shows how far a long computation has got.
+    in Colab or a terminal the bar shows how far a long computation has got. It appears only
+    once the work has run for :data:`PROGRESS_DELAY` seconds (tqdm's ``delay``).
     """
     from tqdm.auto import tqdm
 
     disable = disable or os.environ.get("SENSBOOK_PROGRESS", "1") == "0"
-    return tqdm(iterable, total=total, desc=desc, leave=leave, disable=disable)
+    return tqdm(iterable, total=total, desc=desc, leave=leave, disable=disable,
+                delay=PROGRESS_DELAY)

@@ -9,6 +9,8 @@ import jupytext
 import pytest
 import yaml
 
+from sensbook.experiments import select
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 BOOK = ROOT / "book"
 sys.path.insert(0, str(ROOT / "tools"))
@@ -145,9 +147,10 @@ def test_repository_setting_is_a_github_repository():
 
 def _long_lines(md):
     """Code lines longer than MAX_LINE that a reader sees: every code cell of the notebook
-    (which has every code cell of the page) and the fenced code blocks of the prose."""
-    nb = jupytext.read(md.with_suffix(".ipynb")) if md in CHAPTERS else None
-    sources = [c.source for c in nb.cells if c.cell_type == "code"] if nb else []
+    and of the chapter (its install cell included, which the notebook replaces) and the fenced
+    code blocks of the prose."""
+    nbs = [jupytext.read(md.with_suffix(".ipynb")), jupytext.read(md)] if md in CHAPTERS else []
+    sources = [c.source for nb in nbs for c in nb.cells if c.cell_type == "code"]
     text = re.sub(r"^```\{code-cell\}.*?^```", "", md.read_text(encoding="utf-8"), flags=re.S | re.M)
     sources += [m.group(1) for m in re.finditer(r"^```[\w-]*\n(.*?)^```", text, re.S | re.M)]
     return [f"{len(ln)}: {ln}" for s in sources for ln in s.splitlines() if len(ln) > MAX_LINE]
@@ -167,8 +170,13 @@ def test_chapter_prints_its_scale_and_asserts_claims(md):
     nb = jupytext.read(md)
     src = "\n".join(code(nb))
     chapter = md.name.split("_")[0]
-    assert f'sb.banner("{chapter}")' in src, \
-        "every chapter prints the scale it ran at and what its experiments cost"
+    banner = re.findall(r"sb\.banner\(((?:\"[\w.]+\"(?:, )?)+)\)", src)
+    assert len(banner) == 1, "every chapter prints the scale it ran at and what its experiments cost"
+    named = {e.name for n in re.findall(r'"([\w.]+)"', banner[0]) for e in select(n)}
+    assert all(n.startswith(chapter) for n in named), named
+    # every experiment the chapter names reads is in its banner (tests/colab/ checks the run)
+    read = set(re.findall(r'run_experiment\("([\w.]+)"', src))
+    assert read <= named, f"{md.name} reads {sorted(read - named)} but its banner omits them"
     hidden = [c for c in nb.cells if c.cell_type == "code" and "remove-cell" in c.metadata.get("tags", [])]
     assert any("assert" in c.source for c in hidden), "claims are asserted in remove-cell cells"
 

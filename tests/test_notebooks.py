@@ -134,7 +134,7 @@ def test_cells_fold_captions_follow_markers_become_tags(book):
                       "[Müller (2020)](https://org.github.io/Repo/book/references.html).")
     assert caption["metadata"]["sensbook"]["caption_of"] == figure["id"]
     assert check["metadata"]["cellView"] == "form" and check["metadata"]["jupyter"]["source_hidden"]
-    assert src[4] == "# @title Check the claims above (2 asserts; hidden on the book's pages)\n" \
+    assert src[4] == "# @title Check the claims above (2 asserts)\n" \
                      "assert x == 1\nassert x > 0"
     assert "jupytext" not in json.loads((book / "book" / "ch1_first.ipynb").read_text())["metadata"]
 

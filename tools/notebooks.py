@@ -55,8 +55,9 @@ BOOK = ROOT / "book"
 MAX_LINE = 88
 
 INSTALL_TITLE = "Install sensbook if this runtime lacks it (never torch: Colab keeps its own)"
-CHECK_TITLE = "Check the claims above ({n} assert{s}; hidden on the book's pages)"
-HIDDEN_TITLE = "Hidden on the book's pages"
+# Titles a reader sees in Colab: they speak of the notebook, not of the web pages.
+CHECK_TITLE = "Check the claims above ({n} assert{s})"
+HIDDEN_TITLE = "Supporting code (not shown in the HTML book)"
 
 
 # --------------------------------------------------------------------------- configuration

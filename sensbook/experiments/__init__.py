@@ -34,8 +34,8 @@ from typing import Callable
 import numpy as np
 import torch
 
-from ..runtime.published import fetch_missing
-from ..runtime.store import Store, results_dir
+from ..runtime.published import fetch_missing, published_keys, published_url
+from ..runtime.store import Store, key, results_dir
 from ..runtime.sweep import Sweep, run_pool, run_sweep
 from ..settings import check_scale, device, scale as current_scale
 
@@ -151,34 +151,63 @@ def run_all(exps, scale: str, out=None, *, workers: int = 1, progress: bool = Tr
                     progress=progress, desc=f"experiments @ {scale}")
 
 
-def banner(chapter: str | None = None) -> str:
-    """The lines each chapter prints first: scale, device, torch version and, for a ``chapter``
-    (``"ch5"``), how long its experiments take here: how many results are already stored and
-    the predicted time of the missing ones (their cost models, on one CPU core; a GPU is faster).
+#: Predicted computing time past which the banner points to a GPU, a cluster and a kept store.
+BANNER_LONG_SECONDS = 30 * 60
+
+
+def banner(*names: str) -> str:
+    """The lines a notebook prints first: scale, device, torch version and, for the experiments
+    it reads (``names``: experiment names such as ``"ch5.exact"``, or a chapter such as ``"ch3"``
+    for all of that chapter's experiments), what they need here, in this order: how many
+    configurations are stored here, how many the published store holds (Colab, or
+    ``$SENSBOOK_PUBLISHED``; they are fetched, not computed) and the predicted time of the rest
+    (the cost models: one CPU core; a GPU is faster by a factor not measured yet).
     """
     sc = current_scale()
     line = f"sensbook scale={sc!r} device={device()} torch={torch.__version__}"
-    if chapter is None:
+    if not names:
         return line
-    n = stored = 0
-    missing = 0.0
-    for e in (e for e in registry().values() if e.chapter == chapter):
-        st = Store(results_dir(), e.name, e.sweep(sc).version)
-        for c in e.configs(sc):
+    exps = {e.name: e for n in names for e in select(n)}
+    base = published_url()
+    index = published_keys(base) if base else None
+    n = here = site = todo = 0
+    seconds = 0.0
+    for e in exps.values():
+        sweep = e.sweep(sc)
+        st = Store(results_dir(), e.name, sweep.version)
+        held = (index or {}).get(e.name, ())
+        for c in sweep.configs:
             n += 1
             if st.done(c):
-                stored += 1
+                here += 1
+            elif key(c, sweep.version) in held:
+                site += 1
             else:
-                missing += e.cost(c)
-    if n == 0:
-        return f"{line}\n{chapter}: no stored experiments; every cell computes as it runs"
-    when = ("everything is stored: this chapter only reads and plots" if stored == n else
-            f"computing the other {n - stored} takes about {_minutes(missing)} on one CPU core")
-    return f"{line}\n{chapter}: {n} experiment configurations at this scale, {stored} stored; {when}"
+                todo += 1
+                seconds += e.cost(c)
+    what = (f"this notebook reads {len(exps)} experiment{'s' if len(exps) > 1 else ''} "
+            f"({n} configurations at this scale): {', '.join(exps)}")
+    if base is None:
+        where = f"{here} stored here"
+    elif index is None:
+        where = f"{here} stored here, the published store ({base}) unreadable"
+    else:
+        where = f"{here} stored here, {site} in the published store ({base})"
+    if todo == 0:
+        cost = "nothing to compute" + (" (the published results arrive in seconds)" if site else "")
+    else:
+        cost = f"about {_minutes(seconds)} on one CPU core"
+    lines = [line, what, f"{where}, {todo} to compute: {cost}"]
+    if seconds > BANNER_LONG_SECONDS:
+        lines += ["too long for one notebook session: compute them on a GPU or a cluster and",
+                  "keep the store on a drive (the introduction, 'At paper scale')"]
+    return "\n".join(lines)
 
 
 def _minutes(seconds: float) -> str:
-    return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.0f} min"
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    return f"{seconds / 60:.0f} min" if seconds < 90 * 60 else f"{seconds / 3600:.1f} h"
 
 
 # ---- stored arrays -----------------------------------------------------------------------

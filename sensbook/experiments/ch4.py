@@ -1,7 +1,8 @@
 """Chapter 4's experiments: eps = 0, where the blowup is unbounded but rare (Lemma 4.2, 4.4).
 
-The small-ball law of a layer-norm input variance, and the blowup in a danger-zone ball around
-:func:`sensbook.danger_center` on one string, its neighbours, and all strings.
+The small-ball law of a layer-norm input variance, the blowup in a danger-zone ball around
+:func:`sensbook.danger_center` on one string, its neighbours, and all strings, and eps = 0
+against eps > 0 on the same random models (their labels, K_0).
 """
 from __future__ import annotations
 
@@ -9,8 +10,10 @@ import numpy as np
 import torch
 
 from ..boolean import index_to_strings
-from ..geometry import danger_center, layer_norm_variances, random_strings, with_flips
-from ..model import blowup
+from ..geometry import (danger_center, layer_norm_variances, output_table, random_strings,
+                        with_flips)
+from ..model import Recognizer, blowup
+from ..profile import classify, profile_from_table
 from ..settings import device
 from ..volume import perturb
 from . import Experiment, dec, enc, pick, register  # noqa: F401 (dec: for the chapter)
@@ -21,6 +24,9 @@ ZONE = dict(D=4, L=1, r=0.1)
 #: Sizes of the chapter's own cells: the eps comparison's models ``P_cmp`` and length ``N_cmp``.
 SIZES = dict(ci=dict(P_cmp=200, N_cmp=8), book=dict(P_cmp=400, N_cmp=10),
              paper=dict(P_cmp=2000, N_cmp=12))
+#: The eps of the comparison on random models, and the models each configuration computes.
+EPS_CMP = [0.0, 1e-4, 1e-2, 1e-1, 1.0]
+EPS_CMP_BLOCK = 100
 SMALL_BALL_GRID = np.logspace(-14, 2, 161)  # thresholds t of the stored P(var < t)
 
 
@@ -109,6 +115,49 @@ def all_strings_one(c: dict) -> dict:
     }
 
 
+def eps_cmp_one(c: dict) -> dict:
+    """Models ``c["start"]:c["stop"]`` of the random population ``Recognizer.random(c["P"],
+    c["D"], c["L"], c["H"], init=c["init"], seed=c["seed"])`` (eps = 0), at each eps of
+    ``c["eps"]``: how many labels (margin 0, all 2^N strings) equal those at eps = 0, the sum
+    over models of K_0/2^N, and the non-finite outputs. Blocks merge exactly
+    (:func:`eps_cmp_rows`)."""
+    model = Recognizer.random(c["P"], c["D"], c["L"], c["H"], init=c["init"], seed=c["seed"])
+    model = model.select(slice(c["start"], c["stop"])).to(device())
+    T0 = output_table(model, c["N"])
+    rows = []
+    for e in c["eps"]:
+        model.eps = e
+        T = output_table(model, c["N"])
+        prof = profile_from_table(classify(T, 0.0))
+        rows.append(dict(eps=e, agree=int(((T > 0) == (T0 > 0)).sum()),
+                         k0=float(prof.fractions[:, 0].double().sum()),
+                         nonfinite=int(prof.nonfinite.sum())))
+    return dict(models=c["stop"] - c["start"], strings=2 ** c["N"], rows=rows)
+
+
+def eps_cmp_rows(results) -> list:
+    """Blocks of :func:`eps_cmp_one` -> ``(eps, fraction of labels equal to eps = 0, mean
+    K_0/2^N, non-finite outputs)`` per eps, over all models."""
+    models = sum(r["models"] for r in results)
+    cells = sum(r["models"] * r["strings"] for r in results)
+    out = []
+    for j, first in enumerate(results[0]["rows"]):
+        rows = [r["rows"][j] for r in results]
+        out.append((first["eps"], sum(r["agree"] for r in rows) / cells,
+                    sum(r["k0"] for r in rows) / models, sum(r["nonfinite"] for r in rows)))
+    return out
+
+
+def _ch4_eps_cmp_configs(scale):
+    P, N = SIZES[scale]["P_cmp"], SIZES[scale]["N_cmp"]
+    return [dict(P=P, N=N, D=16, L=2, H=2, init="uniform", seed=7, eps=EPS_CMP,
+                 start=a, stop=min(P, a + EPS_CMP_BLOCK)) for a in range(0, P, EPS_CMP_BLOCK)]
+
+
+def _eps_cmp_cost(c):
+    return 0.1 + 1.55e-6 * (c["stop"] - c["start"]) * 2 ** c["N"] * (c["N"] + 1) * len(c["eps"])
+
+
 def _ch4_small_ball_configs(scale):
     Ds, n, blocks = pick(
         scale,
@@ -192,5 +241,14 @@ register(
         "sensbook.experiments.ch4:all_strings_one",
         _all_cost,
         doc="blowup in the danger-zone ball, max over all strings",
+    )
+)
+register(
+    Experiment(
+        "ch4.eps_cmp",
+        _ch4_eps_cmp_configs,
+        "sensbook.experiments.ch4:eps_cmp_one",
+        _eps_cmp_cost,
+        doc="eps = 0 against eps > 0 on the same random models: labels, K0, non-finite",
     )
 )

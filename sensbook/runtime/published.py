@@ -9,25 +9,29 @@ version and configuration are exactly the ones asked for (the key already covers
 is checked again), is saved in the local store, and the chapter says how many results came from
 the published store and how many were computed now.
 
+The published store also holds ``<site>/results/index.json`` (:func:`write_index`): the keys
+it holds per experiment, read once per session (:func:`published_keys`), so a notebook's first
+line can say what will arrive from the store before it predicts any computing time, and only
+keys the site holds are requested.
+
 The network is used only where a reader runs the book: in Colab, or where ``SENSBOOK_PUBLISHED``
 is set: to the site's URL, to ``1`` (the URL below), or to ``0`` (never, even in Colab). CI and
 local builds never touch the network.
+
+    python -m sensbook.runtime.published results/    # write results/index.json (publishing)
 """
 from __future__ import annotations
 
 import json
 import os
+import pathlib
+import re
 import sys
 import urllib.error
 import urllib.parse
 import urllib.request
 
-#: The repository, as in ``_config.yml`` (``repository.url``; tests/runtime/test_published.py checks that
-#: they agree). Colab installs the package without the book's files, so the URL lives here too.
-REPOSITORY = "https://github.com/sensbook/sensbook"
-
-
-def site_url(repository: str = REPOSITORY) -> str:
+def site_url(repository: str) -> str:
     """The GitHub Pages site of a GitHub repository: ``https://OWNER.github.io/REPO/``."""
     parts = urllib.parse.urlparse(repository)
     path = [p for p in parts.path.split("/") if p]
@@ -42,19 +46,84 @@ def in_colab() -> bool:
     return "google.colab" in sys.modules or "COLAB_RELEASE_TAG" in os.environ
 
 
+def installed_from() -> str | None:
+    """The GitHub repository this package was installed from, or None: pip records the URL of
+    a ``sensbook @ git+https://github.com/OWNER/REPO@BRANCH`` install (what every notebook's
+    install cell runs, from ``repository.url`` of ``_config.yml``, the one place it is set) in
+    ``direct_url.json``. So the repository is never written into the package itself."""
+    from importlib.metadata import PackageNotFoundError, distribution
+
+    try:
+        info = json.loads(distribution("sensbook").read_text("direct_url.json") or "null")
+    except (PackageNotFoundError, ValueError, OSError):
+        return None
+    if not isinstance(info, dict) or "vcs_info" not in info:
+        return None
+    url = str(info.get("url", "")).removesuffix(".git")
+    try:
+        site_url(url)
+    except ValueError:
+        return None
+    return url
+
+
 def published_url() -> str | None:
     """The published site to read results from, or None (no network): ``$SENSBOOK_PUBLISHED``
-    (a URL, ``1`` for :func:`site_url`, ``0`` for none), else :func:`site_url` in Colab only."""
+    (a URL, ``1`` for the site of :func:`installed_from`, ``0`` for none), else that site in
+    Colab only."""
     env = os.environ.get("SENSBOOK_PUBLISHED", "").strip()
     if env == "0":
         return None
     if env == "1" or (not env and in_colab()):
-        return site_url()
+        repo = installed_from()
+        if repo is None and env == "1":
+            raise ValueError("SENSBOOK_PUBLISHED=1 needs sensbook installed from its GitHub "
+                             "repository (pip install 'sensbook @ git+https://github.com/OWNER/"
+                             "REPO@BRANCH'); otherwise set SENSBOOK_PUBLISHED to the site's URL")
+        return None if repo is None else site_url(repo)
     if not env:
         return None
     if urllib.parse.urlparse(env).scheme not in ("http", "https"):
         raise ValueError(f"SENSBOOK_PUBLISHED must be an http(s) URL, 1 or 0, got {env!r}")
     return env.rstrip("/") + "/"
+
+
+#: The published store's list of keys per experiment, beside the experiments' folders.
+INDEX = "index.json"
+_KEY = re.compile(r"[0-9a-f]{20}")
+
+
+def write_index(root) -> pathlib.Path:
+    """Write ``root/index.json``, the keys of every stored result per experiment folder
+    (``{"experiments": {name: [key, ...]}}``); the publish workflow runs this on the store it
+    ships. Returns its path."""
+    root = pathlib.Path(root)
+    exps = {}
+    for d in sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")):
+        keys = sorted(p.stem for p in d.glob("*.json") if _KEY.fullmatch(p.stem))
+        if keys:
+            exps[d.name] = keys
+    path = root / INDEX
+    path.write_text(json.dumps({"experiments": exps}, sort_keys=True) + "\n", encoding="utf-8")
+    return path
+
+
+_index_cache: dict = {}
+
+
+def published_keys(base: str, timeout: float = 10.0):
+    """``{experiment: set of keys}`` of the published store at ``base`` (its index.json, read
+    once per process), or None when the site has no index or cannot be reached."""
+    if base not in _index_cache:
+        url = urllib.parse.urljoin(base, f"results/{INDEX}")
+        req = urllib.request.Request(url, headers={"User-Agent": "sensbook"})
+        try:
+            with urllib.request.urlopen(req, timeout=timeout) as r:
+                exps = json.loads(r.read().decode())["experiments"]
+            _index_cache[base] = {str(k): set(v) for k, v in exps.items()}
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            _index_cache[base] = None
+    return _index_cache[base]
 
 
 def fetch(base: str, name: str, key: str, timeout: float = 10.0):
@@ -78,7 +147,8 @@ def fetch(base: str, name: str, key: str, timeout: float = 10.0):
 def fetch_missing(sweep, out, base: str | None = None) -> tuple:
     """Copy into the local store ``out`` every published result of ``sweep`` that ``out`` lacks
     (exact version and configuration only). Returns ``(number copied, base URL or None)``; with no
-    published site (see :func:`published_url`) nothing is fetched. A network failure stops the
+    published site (see :func:`published_url`) nothing is fetched. When the site has an index
+    (:func:`published_keys`) only the keys it lists are requested. A network failure stops the
     fetching with one warning; what is missing is then computed as usual."""
     from .store import Store, canonical, key
 
@@ -86,11 +156,13 @@ def fetch_missing(sweep, out, base: str | None = None) -> tuple:
     if base is None:
         return 0, None
     store = Store(out, sweep.name, sweep.version)
+    missing = [c for c in sweep.configs if store.record(c) is None]
+    index = published_keys(base) if missing else None
     copied = 0
-    for c in sweep.configs:
-        if store.record(c) is not None:
-            continue
+    for c in missing:
         k = key(c, store.version)
+        if index is not None and k not in index.get(sweep.name, ()):
+            continue
         try:
             rec = fetch(base, sweep.name, k)
         except OSError as e:
@@ -104,3 +176,8 @@ def fetch_missing(sweep, out, base: str | None = None) -> tuple:
         store.save(c, rec["result"], meta)
         copied += 1
     return copied, base
+
+
+if __name__ == "__main__":
+    for folder in sys.argv[1:] or ["results"]:
+        print(f"wrote {write_index(folder)}")

@@ -63,3 +63,20 @@ def test_all_strings_runner_is_the_max_over_the_enumerated_strings():
     allx = sb.strings(4)
     assert np.allclose(r["beta_all"], sb.blowup(ball, allx).amax(1).numpy())
     assert (np.array(r["beta_all"]) >= np.array(r["beta"])).all()
+
+
+def test_eps_comparison_blocks_merge_into_the_whole_population():
+    """ch4.eps_cmp (blocks of models) against the chapter's former loop over one population."""
+    cfgs = [dict(P=7, N=5, D=8, L=2, H=2, init="uniform", seed=3, eps=ch4.EPS_CMP,
+                 start=a, stop=min(7, a + 3)) for a in (0, 3, 6)]
+    rows = ch4.eps_cmp_rows([ch4.eps_cmp_one(c) for c in cfgs])
+    model = sb.Recognizer.random(7, 8, 2, 2, init="uniform", seed=3)
+    T0 = sb.output_table(model, 5)
+    for (e, agree, k0, nf), eps in zip(rows, ch4.EPS_CMP):
+        model.eps = eps
+        T = sb.output_table(model, 5)
+        prof = sb.profile_from_table(sb.classify(T, 0.0))
+        assert e == eps and nf == int(prof.nonfinite.sum())
+        assert agree == pytest.approx(((T > 0) == (T0 > 0)).double().mean().item(), abs=1e-12)
+        assert k0 == pytest.approx(prof.fractions[:, 0].double().mean().item(), abs=1e-12)
+    assert rows[0][1] == 1.0 and rows[-1][1] < 1.0       # eps = 1 changes some labels here

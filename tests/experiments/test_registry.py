@@ -1,11 +1,15 @@
 """The registry of experiments (sensbook/experiments/__init__.py): every experiment listed,
 keyed and within the main job's budget; one pool over several experiments."""
+import pathlib
+
 import numpy as np
 import pytest
 
 import sensbook as sb
 from sensbook import experiments as ex
 from sensbook.runtime.sweep import resolve
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 def test_every_experiment_is_registered_listed_and_keyed():
@@ -65,3 +69,34 @@ def test_stored_encoding_round_trips_inf_and_refuses_nan():
     assert np.array_equal(ex.dec(ex.enc(a[1])), a[1])
     with pytest.raises(ValueError, match="NaN"):
         ex.enc([1.0, np.nan])
+
+
+def _paper_rows():
+    """The intro's table of paper-scale cost per chapter, from the cost models: configurations,
+    hours of one CPU core, and the GPU prediction (the CPU time divided by 30 to 10)."""
+    from collections import defaultdict
+
+    from sensbook.experiments import registry
+
+    n, cost = defaultdict(int), defaultdict(float)
+    for e in registry().values():
+        n[e.chapter] += len(e.configs("paper"))
+        cost[e.chapter] += e.predicted_seconds("paper")
+
+    def span(lo, hi):
+        if hi < 3600:
+            return f"{lo / 60:.0f}–{hi / 60:.0f} min"
+        return (f"{lo / 60:.0f} min" if lo < 3600 else f"{lo / 3600:.1f} h") + f"–{hi / 3600:.1f} h"
+
+    rows = []
+    for ch in sorted(n):
+        name = ch.removeprefix("ch") + (" (both notebooks)" if ch == "ch5" else "")
+        rows.append(f"| {name} | {n[ch]} | {cost[ch] / 3600:.1f} h | "
+                    f"{span(cost[ch] / 30, cost[ch] / 10)} |")
+    return rows
+
+
+def test_the_intro_states_each_chapters_paper_cost_as_the_cost_models_predict():
+    intro = (ROOT / "book" / "intro.md").read_text(encoding="utf-8")
+    table = intro.split("(paper-cost)=\n", 1)[1].split("\n\n", 1)[0].splitlines()[2:]
+    assert table == _paper_rows(), "\n".join(["update book/intro.md:"] + _paper_rows())

@@ -1,8 +1,9 @@
 """Running a sweep's missing configurations on a cluster: Slurm through submitit.
 
-:func:`~sensbook.runtime.sweep.run_sweep` computes missing configurations in processes of this machine
-by default. Given an executor from this module (``run_sweep(..., executor=SubmititExecutor())``,
-or ``sensbook sweep ... --executor slurm`` on the command line) it hands them to
+:func:`~sensbook.runtime.sweep.run_sweep` computes missing configurations in processes of this
+machine by default. Given an executor from this module
+(``run_sweep(..., executor=SubmititExecutor())``, or ``sensbook sweep ... --executor slurm`` on
+the command line) it hands them to
 `submitit <https://github.com/facebookincubator/submitit>`_ instead:
 
 * ``kind="slurm"``: one Slurm **job array** (``sbatch``), one array task per missing

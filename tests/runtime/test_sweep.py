@@ -283,7 +283,8 @@ def test_ctrl_c_stops_a_pool_at_once_keeps_what_is_stored_and_says_how_to_resume
     assert not list((out / "test.slow").glob("*.claim"))    # released, nothing to wait for
     workers = {pid for pid, _ in sb_calls(log)}
     assert len(workers) == 2 and not any(_alive(w) for w in workers)
-    store = sb.Store(out, "test.slow", sensbook.runtime.store.version("tests.runtime.test_store:logged"))
+    runner = "tests.runtime.test_store:logged"
+    store = sb.Store(out, "test.slow", sensbook.runtime.store.version(runner))
     assert sum(store.done({"i": i, "sleep": 1.0}) for i in range(24)) == len(stored)
 
 

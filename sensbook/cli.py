@@ -47,7 +47,9 @@ def _parser():
     c = sub.add_parser("calibrate", help="run an experiment's ci configurations and compare the "
                                          "measured seconds with its cost model")
     c.add_argument("experiment")
-    c.add_argument("--out", default=None, help="results folder (default: a temporary one)")
+    c.add_argument("--out", default=None, help="also keep the computed results in this store "
+                   "(they are always computed in a scratch store: reading a stored result "
+                   "measures nothing)")
     return p
 
 
@@ -88,16 +90,22 @@ def _cluster_executor(args):
                             wait=not args.no_wait)
 
 
-def _status(sweep, out, scale, store) -> None:
+def _status(sweep, out, scale, store) -> list:
+    """Print the state of every configuration of ``sweep``; returns what could not be read
+    (also printed): a status is always printed."""
     from .runtime.executors import describe, status, summary
 
-    states = status(out, sweep.name, store.version, sweep.configs)
+    problems = []
+    states = status(out, sweep.name, store.version, sweep.configs, problems)
     stored = sum(s.state == "stored" for s in states)
     print(f"{sweep.name} @ {scale}: {stored}/{len(states)} stored in {store.folder} (version "
           f"{store.version}); {summary(states)}")
     for s in states:
         if s.state == "failed":
             print(describe(s))
+    for p in problems:
+        print(f"  could not read: {p}")
+    return problems
 # --- end of cluster executors -------------------------------------------------------------
 
 
@@ -135,7 +143,6 @@ def main(argv=None) -> int:
     from .experiments import select
     from .settings import SCALES
     from .runtime.store import Store, results_dir
-    from .runtime.sweep import run_sweep
 
     try:
         exps = select(getattr(args, "experiment", "all"))
@@ -154,24 +161,17 @@ def main(argv=None) -> int:
               "--workers 2 takes about half of that in wall time")
         return 0
     if args.command == "calibrate":
-        import tempfile
-        import time
-
-        out = args.out or tempfile.mkdtemp(prefix="sensbook-calibrate-")
-        for e in exps:
-            for c in e.configs("ci"):
-                sw = e.sweep("ci")
-                t0 = time.perf_counter()
-                run_sweep(type(sw)(sw.name, [c], sw.runner), out, progress=False)
-                print(f"{e.name}: measured {time.perf_counter() - t0:8.2f} s, "
-                      f"predicted {e.cost(c):8.2f} s")
-        return 0
+        return _calibrate(exps, args.out)
     if args.workers < 1:
         print("sensbook: --workers must be >= 1", file=sys.stderr)
         return 2
     try:
         scale = _scale(args)
         devices = _devices(args)
+        if args.device is None:
+            from .settings import device
+
+            device()                                   # $SENSBOOK_DEVICE, checked here
     except ValueError as e:
         print(f"sensbook: {e}", file=sys.stderr)
         return 2
@@ -184,6 +184,55 @@ def main(argv=None) -> int:
     except ValueError as e:
         print(f"sensbook: {e}", file=sys.stderr)
         return 2
+    try:
+        return _sweep(args, exps, scale, out, workers, devices, executor)
+    except KeyboardInterrupt:
+        stored = total = 0
+        for e in exps:
+            sweep = e.sweep(scale)
+            st = Store(out, sweep.name, sweep.version)
+            total += len(sweep.configs)
+            stored += sum(st.path(c).is_file() for c in sweep.configs)
+        print(f"\nsensbook: interrupted; the workers were stopped and their claims released. "
+              f"{stored} of {total} configurations are stored in {out} and kept: run the same "
+              "command again to resume (what is stored is not computed again)", file=sys.stderr)
+        return 130
+
+
+def _calibrate(exps, keep=None) -> int:
+    """``sensbook calibrate``: each ``ci`` configuration computed in a fresh scratch store (never
+    read from a store: reading is not computing), its runner's seconds against the cost model;
+    with ``keep`` (``--out``) the computed records are also kept in that store."""
+    import dataclasses
+    import tempfile
+
+    from .runtime.store import Store, canonical
+    from .runtime.sweep import run_sweep
+
+    for e in exps:
+        sw = e.sweep("ci")
+        for c in sw.configs:
+            one = dataclasses.replace(sw, configs=[c])
+            with tempfile.TemporaryDirectory(prefix="sensbook-calibrate-") as scratch:
+                _, stats = run_sweep(one, scratch, progress=False)
+                rec = Store(scratch, sw.name, sw.version).record(c)
+            if stats["computed"] != 1 or rec is None or "seconds" not in rec["meta"]:
+                print(f"{e.name}: measured nothing for {canonical(c)} (it was not computed)")
+                continue
+            print(f"{e.name}: measured {rec['meta']['seconds']:8.2f} s, "
+                  f"predicted {e.cost(c):8.2f} s")
+            if keep is not None:
+                st = Store(keep, sw.name, sw.version)
+                if st.record(c) is None:
+                    st.put(rec)
+    return 0
+
+
+def _sweep(args, exps, scale, out, workers, devices, executor) -> int:
+    """``sensbook sweep`` once its options are checked."""
+    from .runtime.store import Store
+    from .runtime.sweep import run_sweep
+
     if not args.status and len(exps) > 1 and workers > 1 and not devices \
             and executor is None:
         from .experiments import run_all
@@ -203,7 +252,7 @@ def main(argv=None) -> int:
         sweep = e.sweep(scale)
         store = Store(out, sweep.name, sweep.version)
         if args.status:
-            _status(sweep, out, scale, store)
+            failed += bool(_status(sweep, out, scale, store))
             continue
         try:
             _, stats = run_sweep(sweep, out, workers=workers, progress=True, devices=devices,

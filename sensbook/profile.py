@@ -56,7 +56,8 @@ def classify(out: torch.Tensor, margin: float | str = 0.0) -> torch.Tensor:
     of 0 that another summation order (device, chunk, dtype) could flip; ``margin="auto"``
     uses :func:`rounding_margin` of the output's dtype, so such strings are reported undecided.
     A float output whose values are only 0.0 and 1.0 is refused (labels written as floats
-    would be read as scores, 0.0 = undecided): return a bool tensor for labels.
+    would be read as scores, 0.0 = undecided): return a bool tensor for labels. The profilers
+    apply this check to everything a classifier returns over all its calls, not to one call.
     """
     if not isinstance(out, torch.Tensor):
         raise TypeError(f"out must be a torch.Tensor of labels or scores, got {type(out).__name__}")
@@ -73,16 +74,55 @@ def classify(out: torch.Tensor, margin: float | str = 0.0) -> torch.Tensor:
     if out.numel() > 1:
         lo, hi = torch.aminmax(out)
         if float(lo) == 0.0 and float(hi) == 1.0 and bool(((out == 0) | (out == 1)).all()):
-            raise ValueError(
-                "the classifier returned float values that are all 0.0 or 1.0: these look like "
-                "labels, but a float output is read as scores T (0.0 = undecided). Return labels "
-                "as a bool tensor (e.g. `(x.sum(-1) % 2) == 1` or `out.bool()`), or scores T "
-                "whose sign is the label (e.g. `2 * out - 1`)")
+            raise ValueError(_FLOAT_LABELS)
     lab = torch.full(out.shape, UNDECIDED, dtype=torch.int8, device=out.device)
     lab[(out > 0) & (out >= margin)] = ACCEPT
     lab[(out < 0) & (out <= -margin)] = REJECT
     lab[~torch.isfinite(out)] = NONFINITE
     return lab
+
+
+#: The largest memory budget accepted (MiB): 1 PiB, more than any machine has; a larger
+#: ``memory_mb`` is a unit mistake, and its bytes would overflow the chunk arithmetic.
+MAX_MEMORY_MB = float(2**30)
+
+
+def check_memory_mb(memory_mb, argument="memory_mb") -> float:
+    """A memory budget in MiB: a finite number > 0 and at most ``MAX_MEMORY_MB``."""
+    memory_mb = check_real(memory_mb, argument, minimum=0, strict=True)
+    if memory_mb > MAX_MEMORY_MB:
+        raise ValueError(f"{argument}={memory_mb:g} is more than any machine has: a budget in MiB "
+                         f"must be > 0 and at most {MAX_MEMORY_MB:.0f} (1 PiB), e.g. 256")
+    return memory_mb
+
+
+_FLOAT_LABELS = (
+    "the classifier returned float values that are all 0.0 or 1.0: these look like "
+    "labels, but a float output is read as scores T (0.0 = undecided). Return labels "
+    "as a bool tensor (e.g. `(x.sum(-1) % 2) == 1` or `out.bool()`), or scores T "
+    "whose sign is the label (e.g. `2 * out - 1`)")
+
+
+class _FloatLabels:
+    """Labels written as floats, seen across all the calls of one profile: a float output
+    whose values, over every call, are only 0.0 and 1.0 (both) is refused, whatever values one
+    call (one chunk of strings) happens to hold; :func:`classify` checks a single output."""
+
+    def __init__(self):
+        self.only01, self.zero, self.one = True, False, False
+
+    def see(self, out: torch.Tensor):
+        if not self.only01:
+            return
+        if not out.is_floating_point() or not bool(((out == 0) | (out == 1)).all()):
+            self.only01 = False
+            return
+        self.zero = self.zero or bool((out == 0).any())
+        self.one = self.one or bool((out == 1).any())
+
+    def check(self):
+        if self.only01 and self.zero and self.one:
+            raise ValueError(_FLOAT_LABELS)
 
 
 def _check_margin(margin, dtype=None):
@@ -147,7 +187,7 @@ def plan_chunk(classifier, N, memory_mb=256, chunk_size=None, per_item=1, dtype=
     """
     if chunk_size is not None:
         return check_int(chunk_size, "chunk_size", minimum=1)
-    memory_mb = check_real(memory_mb, "memory_mb", minimum=0, strict=True)
+    memory_mb = check_memory_mb(memory_mb)
     est = getattr(classifier, "memory_per_string", None)
     if callable(est):
         if dtype is None:
@@ -169,7 +209,7 @@ def check_budget(classifier, N, memory_mb, chunk_size, dtype, *, extra_per_strin
     """Strings per classifier call within ``memory_mb`` (see :func:`plan_chunk`), or, at once,
     an error with the memory the request would need: when one string (or the explicit
     ``chunk_size``) does not fit the budget."""
-    memory_mb = check_real(memory_mb, "memory_mb", minimum=0, strict=True)
+    memory_mb = check_memory_mb(memory_mb)
     budget = memory_mb * 2**20
     one = _string_bytes(classifier, N, dtype) + extra_per_string
     if one > budget:
@@ -218,15 +258,23 @@ def _trim():
 
 
 @torch.no_grad()
-def _evaluate(classifier, x, margin, B):
+def _evaluate(classifier, x, margin, B, labels: _FloatLabels | None = None):
     out = classifier(x)
     if not isinstance(out, torch.Tensor):
-        out = torch.as_tensor(np.asarray(out))
+        arr = None if out is None or isinstance(out, (str, bytes)) else np.asarray(out)
+        if arr is None or arr.dtype.kind not in "biuf":
+            raise TypeError(
+                f"the classifier must return a tensor (or array) of labels (bool, 0/1 integers) "
+                f"or real scores, of shape (B,) or (..., B); it returned {type(out).__name__}"
+                f"{'' if arr is None else f' of dtype {arr.dtype}'}: {str(out)[:60]!r}")
+        out = torch.as_tensor(arr)
     if out.dim() == 0 or out.shape[-1] != B:
         raise ValueError(
             f"the classifier must map strings of shape (B, N) to outputs of shape (B,) or (..., B); "
             f"got {tuple(out.shape)} for B={B}"
         )
+    if labels is not None:
+        labels.see(out)
     return classify(out, margin)
 
 
@@ -245,15 +293,17 @@ def truth_table(classifier, N: int, *, margin: float | str = 0.0, device=None, d
     device, dtype = _where(classifier, device, dtype)
     _check_table_fits(_population(classifier) * 2**N, device)
     step = check_budget(classifier, N, memory_mb, chunk_size, dtype)
-    table = None
+    table, labels = None, _FloatLabels()
     starts = range(0, 2**N, step)
     for a in _progress(starts, desc=f"truth table N={N}", disable=not progress):
         idx = torch.arange(a, min(a + step, 2**N), device=device)
-        lab = _evaluate(classifier, index_to_strings(idx, N, dtype=dtype), margin, len(idx))
+        lab = _evaluate(classifier, index_to_strings(idx, N, dtype=dtype), margin, len(idx),
+                        labels)
         if table is None:                   # one allocation: no list of parts, no copy at the end
             _check_table_fits(lab[..., :1].numel() * 2**N, device)
             table = torch.empty((*lab.shape[:-1], 2**N), dtype=torch.int8, device=lab.device)
         table[..., a:a + len(idx)] = lab
+    labels.check()
     return table
 
 
@@ -390,7 +440,7 @@ def profile_from_table(table: torch.Tensor, *, chunk: int = 1 << 16,
     chunk = check_int(chunk, "chunk", minimum=1)
     rows = max(1, table[..., 0].numel())
     if memory_mb is not None:
-        memory_mb = check_real(memory_mb, "memory_mb", minimum=0, strict=True)
+        memory_mb = check_memory_mb(memory_mb)
         fit = int(memory_mb * 2**20 // (TABLE_BYTES * rows))
         if fit < 2:
             raise ValueError(f"memory_mb={memory_mb:g} is too small to profile {rows} models: "
@@ -470,6 +520,7 @@ def sampled_profile(classifier, N: int, n_samples: int, *, margin: float | str =
     block = max(1, step // (N + 1))                         # sampled strings drawn at once
     g = torch.Generator(device="cpu").manual_seed(seed)
     counts = und = nonf = inc = acc = 0
+    labels = _FloatLabels()
     j = torch.arange(N + 1, device=device)                 # 0: the string itself, j: flip bit j-1
     for a in _progress(range(0, n_samples, block), desc=f"sampled profile N={N}", disable=not progress):
         n = min(block, n_samples - a)
@@ -482,7 +533,7 @@ def sampled_profile(classifier, N: int, n_samples: int, *, margin: float | str =
             xs = x[item]
             flip = jj > 0
             xs[flip, jj[flip] - 1] ^= True
-            lab = _evaluate(classifier, xs.to(dtype), margin, len(r))
+            lab = _evaluate(classifier, xs.to(dtype), margin, len(r), labels)
             del xs
             if labs is None:
                 labs = torch.empty((*lab.shape[:-1], total), dtype=torch.int8, device=lab.device)
@@ -498,6 +549,7 @@ def sampled_profile(classifier, N: int, n_samples: int, *, margin: float | str =
         inc = inc + (decided & bad_nb).sum(-1)
         acc = acc + (base == ACCEPT).sum(-1)
         del labs, base, nbs, s
+    labels.check()
     return _warn_if_mostly_undecided(Profile(N, False, n_samples, counts, und, nonf, inc, acc))
 
 

@@ -114,3 +114,41 @@ def test_random_function_profiles_match_truth_table_profiles():
     g = torch.Generator().manual_seed(3)
     tables = torch.randint(0, 2, (50, 2**7), generator=g, dtype=torch.int8)
     assert K.tolist() == [sb.TruthTable(t).profile(7).tolist() for t in tables]
+
+
+# ---- issue 21: float labels whatever the chunk holds, absurd budgets, outputs that are no tensor
+@pytest.mark.parametrize("f, kwargs", [
+    (lambda x: x.sum(-1) % 2, dict(chunk_size=1)),                     # one value per call
+    (lambda x: x[:, -1], dict(chunk_size=8)),                          # 0.0s, then 1.0s
+    (lambda x: x.sum(-1) % 2, dict(chunk_size=1, n_samples=50)),      # sampled
+])
+def test_float_labels_are_refused_whatever_one_chunk_holds(f, kwargs):
+    with pytest.raises(ValueError, match="float values that are all 0.0 or 1.0"):
+        sb.sensitivity_profile(f, 4, progress=False, **kwargs)
+    # scores (their sign is the label) are read, chunk by chunk, as before
+    scores = sb.sensitivity_profile(lambda x: 2 * f(x) - 1, 4, progress=False, **kwargs)
+    labels = sb.sensitivity_profile(lambda x: f(x) == 1, 4, progress=False, **kwargs)
+    assert torch.equal(scores.counts, labels.counts) and int(scores.undecided) == 0
+
+
+@pytest.mark.parametrize("call", [
+    lambda m: sb.sensitivity_profile(lambda x: x.sum(-1) % 2 == 1, 4, memory_mb=m),
+    lambda m: sb.sensitivity_profile(lambda x: x.sum(-1) % 2 == 1, 4, n_samples=8, memory_mb=m),
+    lambda m: sb.truth_table(lambda x: x.sum(-1) % 2 == 1, 4, memory_mb=m),
+    lambda m: sb.profile_from_table(torch.zeros(16, dtype=torch.bool), memory_mb=m),
+])
+def test_an_absurd_memory_budget_is_named(call):
+    with pytest.raises(ValueError, match=r"memory_mb=1e\+305 is more than any machine has.*"
+                                         r"at most 1073741824 \(1 PiB\)"):
+        call(1e305)
+    call(2.0**30)                                                      # the largest allowed
+
+
+@pytest.mark.parametrize("out, what", [(None, "returned NoneType"), ("yes", "returned str"),
+                                       (b"\x01", "returned bytes"),
+                                       ([None] * 16, "returned list of dtype object")])
+def test_a_classifier_returning_no_tensor_is_named(out, what):
+    with pytest.raises(TypeError, match=f"the classifier must return a tensor .* {what}"):
+        sb.sensitivity_profile(lambda x: out, 4, progress=False)
+    lists = sb.sensitivity_profile(lambda x: ((x.sum(-1) % 2) == 1).tolist(), 4, progress=False)
+    assert lists.K.tolist() == [0, 0, 0, 0, 16]                       # a list of bools is read

@@ -134,12 +134,13 @@ def run_experiment(name: str, scale: str | None = None, out=None, *, workers: in
     sweep = exp.sweep(sc)
     out = results_dir() if out is None else out
     # In Colab (or with $SENSBOOK_PUBLISHED): results the published book computed, never in CI
-    published, site = fetch_missing(sweep, out)
+    published, site, refused = fetch_missing(sweep, out)
     results, stats = run_sweep(sweep, out, workers=workers, progress=progress, compute=compute)
     if report:
         from_site = f"{published} from the published store ({site}), " if site else ""
+        bad = f"; {refused} published record(s) refused" if refused else ""
         print(f"[{name} @ {sc}: {len(results)} configurations, {stats['stored'] - published} read "
-              f"from the store, {from_site}{stats['computed']} computed now]")
+              f"from the store, {from_site}{stats['computed']} computed now{bad}]")
     return results
 
 

@@ -1,8 +1,9 @@
 """Running a sweep's missing configurations on a cluster: Slurm through submitit.
 
-:func:`~sensbook.sweep.run_sweep` computes missing configurations in processes of this machine
-by default. Given an executor from this module (``run_sweep(..., executor=SubmititExecutor())``,
-or ``sensbook sweep ... --executor slurm`` on the command line) it hands them to
+:func:`~sensbook.runtime.sweep.run_sweep` computes missing configurations in processes of this
+machine by default. Given an executor from this module
+(``run_sweep(..., executor=SubmititExecutor())``, or ``sensbook sweep ... --executor slurm`` on
+the command line) it hands them to
 `submitit <https://github.com/facebookincubator/submitit>`_ instead:
 
 * ``kind="slurm"``: one Slurm **job array** (``sbatch``), one array task per missing
@@ -21,14 +22,19 @@ process, can tell every configuration's state (:func:`status`):
 ``stored``
     its result is in the store (whatever computed it);
 ``queued`` / ``running``
-    its job is in the queue (``squeue``) or, for local jobs, its process is alive;
+    its job is in the queue (``squeue``) or, for local jobs, its process is alive (the pid
+    *and* the start time recorded at submission: a pid is reused); or another live runner
+    holds its claim (a job whose configuration another runner computes waits for it);
 ``failed``
     its job is gone and stored nothing: the error is the Python traceback submitit recorded, or,
     when the job was cancelled, timed out or killed, the end of its stderr log (where Slurm
     writes ``CANCELLED``, ``DUE TO TIME LIMIT``, ...). A failed configuration is submitted again
     by the next sweep, and only it is recomputed;
 ``missing``
-    never submitted (or its bookkeeping was deleted).
+    never submitted (or its bookkeeping was deleted);
+``unknown``
+    (``--status`` only) its job was submitted to Slurm but the queue cannot be read here.
+    What cannot be read (a damaged ``jobs.json``, a store path that is a file) is named.
 
 States come from ``squeue`` and the files, never from ``sacct`` (which needs a Slurm accounting
 database that many small clusters do not run).
@@ -42,7 +48,10 @@ import pickle
 import subprocess
 import tempfile
 import time
+import warnings
 from dataclasses import dataclass
+
+from .store import MAX_RECORD_BYTES, pid_alive, process_start, read_regular
 
 KINDS = ("slurm", "local")
 STATES = ("stored", "queued", "running", "failed", "missing")
@@ -62,11 +71,38 @@ def bookkeeping(root, name) -> pathlib.Path:
     return pathlib.Path(root) / ".submitit" / name
 
 
-def _load_jobs(folder: pathlib.Path) -> dict:
+_ENTRY_KEYS = ("kind", "job_id", "stderr", "result")
+
+
+def _load_jobs(folder: pathlib.Path, problems: list | None = None) -> dict:
+    """``jobs.json`` of ``folder`` (key -> entry); {} when there is none. What cannot be read
+    (not JSON, not an object, an entry without its fields, a path that is no folder) is left
+    out and said in ``problems`` (else in a warning)."""
+    path = folder / "jobs.json"
+    said = []
     try:
-        return json.loads((folder / "jobs.json").read_text())
-    except (FileNotFoundError, json.JSONDecodeError):
+        jobs = json.loads(read_regular(path, MAX_RECORD_BYTES).decode("utf-8"))
+    except FileNotFoundError:
         return {}
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as e:
+        said.append(f"{path} is unreadable ({type(e).__name__}: {str(e)[:120]}); its jobs are "
+                    "not shown")
+        jobs = {}
+    if not isinstance(jobs, dict):
+        said.append(f"{path} holds a JSON {type(jobs).__name__}, not an object; its jobs are "
+                    "not shown")
+        jobs = {}
+    bad = [k for k, e in jobs.items() if not isinstance(e, dict)
+           or not all(isinstance(e.get(f), str) for f in _ENTRY_KEYS)]
+    if bad:
+        said.append(f"{path}: {len(bad)} entr{'y' if len(bad) == 1 else 'ies'} without "
+                    f"{', '.join(_ENTRY_KEYS)} (e.g. {bad[0][:20]!r}) are not shown")
+    for msg in said:
+        if problems is None:
+            warnings.warn(msg, stacklevel=3)
+        else:
+            problems.append(msg)
+    return {k: e for k, e in jobs.items() if k not in bad}
 
 
 def _save_jobs(folder: pathlib.Path, jobs: dict) -> None:
@@ -77,25 +113,37 @@ def _save_jobs(folder: pathlib.Path, jobs: dict) -> None:
     os.replace(tmp, folder / "jobs.json")
 
 
-def _squeue() -> dict | None:
-    """Job id (``123`` or ``123_4``) -> Slurm state of this user's jobs; None without squeue."""
+def _squeue() -> dict:
+    """Job id (``123`` or ``123_4``) -> Slurm state of this user's jobs; RuntimeError saying
+    why when the queue cannot be read (no squeue here, no controller reachable)."""
     try:
         out = subprocess.run(["squeue", "--me", "-h", "-r", "-o", "%i|%T"], capture_output=True,
                              text=True, timeout=60)
-    except (FileNotFoundError, subprocess.TimeoutExpired):
-        return None
+    except FileNotFoundError:
+        raise RuntimeError("jobs were submitted to Slurm but squeue is not available here "
+                           "(run --status on a login node of the cluster)") from None
+    except subprocess.TimeoutExpired:
+        raise RuntimeError("squeue did not answer within 60 s") from None
     if out.returncode != 0:
-        raise RuntimeError(f"squeue failed: {out.stderr.strip()}")
+        raise RuntimeError(f"squeue failed: {out.stderr.strip()[-300:]}")
     return dict(line.split("|", 1) for line in out.stdout.split() if "|" in line)
 
 
-def _alive(pid: str) -> bool:
-    """Whether local job ``pid`` still runs (a zombie, finished but not reaped, does not)."""
+def _alive(entry: dict) -> bool:
+    """Whether local job ``entry`` still runs: its pid runs (a zombie, finished but not reaped,
+    does not) and is still the job's process: the same start time as recorded at submission
+    (a pid is reused), or, for entries from before start times were recorded, a submitit
+    process."""
+    pid, start = entry["job_id"], entry.get("start")
+    if start is not None:
+        return pid_alive(pid, start)
+    if process_start(pid) is None:
+        return False
     try:
-        stat = pathlib.Path(f"/proc/{int(pid)}/stat").read_text()
+        cmdline = pathlib.Path(f"/proc/{int(pid)}/cmdline").read_bytes()
     except (OSError, ValueError):
         return False
-    return stat.rsplit(")", 1)[-1].split()[0] not in ("Z", "X")
+    return b"submitit" in cmdline
 
 
 def _tail(path, lines=25) -> str:
@@ -134,17 +182,32 @@ class ConfigStatus:
     error: str | None = None
 
 
-def status(root, name, version_, configs) -> list:
+def status(root, name, version_, configs, problems: list | None = None) -> list:
     """One :class:`ConfigStatus` per configuration of sweep ``name`` (store ``root``, code
-    version ``version_``), in order."""
-    from .store import Store, key
+    version ``version_``), in order. With a list ``problems``, what cannot be read (a damaged
+    ``jobs.json``, a store path that is a file, a Slurm queue that cannot be asked) is said
+    there and the configurations it concerns are ``unknown``; without one, a Slurm queue that
+    cannot be asked is a RuntimeError (a sweep must not resubmit what may be running)."""
+    from .store import Claim, Store, key
 
+    strict = problems is None
+    problems = [] if strict else problems
+    root = pathlib.Path(root)
+    if root.exists() and not root.is_dir():
+        problems.append(f"the store path {root} is a file, not a folder: nothing can be stored "
+                        "there")
     folder = bookkeeping(root, name)
-    jobs = _load_jobs(folder)
-    kinds = {e.get("kind") for e in jobs.values()}
-    queue = _squeue() if "slurm" in kinds else {}      # before reading the store: no race
-    if queue is None:
-        raise RuntimeError("jobs were submitted to Slurm but squeue is not available here")
+    jobs = _load_jobs(folder, None if strict else problems)
+    queue, no_queue = {}, None
+    if any(e["kind"] == "slurm" for e in jobs.values()):
+        try:
+            queue = _squeue()                          # before reading the store: no race
+        except RuntimeError as e:
+            if strict:
+                raise
+            no_queue = str(e)
+            problems.append(f"the Slurm queue cannot be read ({no_queue}); the state of "
+                            "submitted jobs is unknown")
     store = Store(root, name, version_)
     out = []
     for c in configs:
@@ -154,14 +217,19 @@ def status(root, name, version_, configs) -> list:
             out.append(ConfigStatus(c, k, "stored", entry and entry["job_id"]))
         elif entry is None:
             out.append(ConfigStatus(c, k, "missing"))
+        elif entry["kind"] == "slurm" and no_queue is not None:
+            out.append(ConfigStatus(c, k, "unknown", entry["job_id"], no_queue))
         elif entry["kind"] == "slurm" and entry["job_id"] in queue:
             st = queue[entry["job_id"]]
             state = "running" if st in _RUNNING else "queued"
             out.append(ConfigStatus(c, k, state, entry["job_id"]))
-        elif entry["kind"] == "local" and _alive(entry["job_id"]):
+        elif entry["kind"] == "local" and _alive(entry):
             out.append(ConfigStatus(c, k, "running", entry["job_id"]))
         elif store.record(c) is not None:                  # finished between the two reads
             out.append(ConfigStatus(c, k, "stored", entry["job_id"]))
+        elif (info := Claim.info(store.claim_path(c))) is not None \
+                and not Claim.stale(*info):                # another live runner computes it
+            out.append(ConfigStatus(c, k, "running", entry["job_id"]))
         else:
             out.append(ConfigStatus(c, k, "failed", entry["job_id"], _error(entry)))
     return out
@@ -263,6 +331,8 @@ class SubmititExecutor:
                     "kind": self.kind, "job_id": str(job.job_id), "stdout": str(job.paths.stdout),
                     "stderr": str(job.paths.stderr), "result": str(job.paths.result_pickle),
                     "submitted": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+                if self.kind == "local":             # a pid is reused: its start time is not
+                    book[key(a[4], version_)]["start"] = process_start(job.job_id)
             _save_jobs(folder, book)
             self.submitted = [str(j.job_id) for j in submitted]
         if self.wait:
@@ -302,6 +372,9 @@ def describe(s: ConfigStatus) -> str:
 
 
 def summary(states: list) -> str:
-    """``stored 4, queued 1, running 1, failed 1, missing 0``."""
-    return ", ".join(f"{st} {sum(s.state == st for s in states)}" for st in STATES)
+    """``stored 4, queued 1, running 1, failed 1, missing 0`` (and ``unknown k`` when the
+    state of k configurations could not be read)."""
+    unknown = sum(s.state == "unknown" for s in states)
+    return ", ".join(f"{st} {sum(s.state == st for s in states)}" for st in STATES) \
+        + (f", unknown {unknown}" if unknown else "")
 

@@ -2,12 +2,19 @@
 
 The publish workflow (``.github/workflows/publish.yml``) runs every experiment at ``book`` scale
 and ships the store with the site: ``<site>/results/<experiment>/<key>.json``, the same files as
-a local store (:class:`~sensbook.sweep.Store`). A chapter opened in Colab calls
+a local store (:class:`~sensbook.runtime.store.Store`). A chapter opened in Colab calls
 :func:`~sensbook.experiments.run_experiment`, which first asks the published store for each
-configuration missing locally (:func:`fetch_missing`): a record is used only when its code
-version and configuration are exactly the ones asked for (the key already covers both; the record
-is checked again), is saved in the local store, and the chapter says how many results came from
-the published store and how many were computed now.
+configuration missing locally (:func:`fetch_missing`). A published record is checked exactly as
+a local one (:func:`~sensbook.runtime.store.check_record`: its fields, its sha256, its code
+version, key and configuration) and saved in the local store as it came, never re-signed, so
+the local store can still tell if it was damaged; one that fails is refused with a line naming
+its URL and what is wrong, counted, and its configuration computed here. The chapter says how
+many results came from the published store, how many were refused and how many were computed.
+
+A fetch never hangs and never fills memory: connecting and each read wait at most
+``FETCH_TIMEOUT`` seconds, all the fetches of one experiment at most ``FETCH_BUDGET`` seconds,
+and a record is read up to ``MAX_RECORD_BYTES`` (:mod:`~sensbook.runtime.store`). A site too
+slow, unreachable or broken stops the fetching with one line; what is missing is computed.
 
 The published store also holds ``<site>/results/index.json`` (:func:`write_index`): the keys
 it holds per experiment, read once per session (:func:`published_keys`), so a notebook's first
@@ -22,11 +29,14 @@ local builds never touch the network.
 """
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import pathlib
 import re
+import socket
 import sys
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -88,8 +98,44 @@ def published_url() -> str | None:
     return env.rstrip("/") + "/"
 
 
+#: Seconds to connect to the site, and the most seconds between two reads of a record.
+FETCH_TIMEOUT = 10.0
+#: Seconds all the fetches of one experiment (:func:`fetch_missing`) may take together.
+FETCH_BUDGET = 60.0
+
+
+class Unreachable(OSError):
+    """The site cannot serve records now (no network, too slow, a server error): stop asking."""
+
+
+class Refused(ValueError):
+    """One published record is not usable (too large, not JSON, fails the checks)."""
+
+
+def record_url(base: str, name: str, key: str) -> str:
+    return urllib.parse.urljoin(base, f"results/{urllib.parse.quote(name)}/{key}.json")
+
+
+def fetch(url: str, deadline: float | None = None, timeout: float | None = None):
+    """The published record at ``url`` (parsed JSON), or None if the site has none (HTTP 404).
+    :class:`Unreachable` when the site cannot answer in time (``timeout`` seconds to connect and
+    between reads, default ``FETCH_TIMEOUT``; all by ``deadline``, a ``time.monotonic()``
+    value) or fails; :class:`Refused` when the record is larger than ``MAX_RECORD_BYTES`` or
+    is not JSON."""
+    from . import store as _store
+
+    timeout = FETCH_TIMEOUT if timeout is None else timeout
+    deadline = time.monotonic() + FETCH_BUDGET if deadline is None else deadline
+    limit = _store.MAX_RECORD_BYTES
+    left = lambda: deadline - time.monotonic()
+    if left() <= 0:
+        raise Unreachable(f"the time budget of {FETCH_BUDGET:g} s for fetching is spent")
+
+
 #: The published store's list of keys per experiment, beside the experiments' folders.
 INDEX = "index.json"
+#: The most bytes of the index read (a few hundred keys per experiment take kilobytes).
+MAX_INDEX_BYTES = 16 << 20
 _KEY = re.compile(r"[0-9a-f]{20}")
 
 
@@ -111,71 +157,95 @@ def write_index(root) -> pathlib.Path:
 _index_cache: dict = {}
 
 
-def published_keys(base: str, timeout: float = 10.0):
+def published_keys(base: str, timeout: float | None = None):
     """``{experiment: set of keys}`` of the published store at ``base`` (its index.json, read
     once per process), or None when the site has no index or cannot be reached."""
     if base not in _index_cache:
         url = urllib.parse.urljoin(base, f"results/{INDEX}")
         req = urllib.request.Request(url, headers={"User-Agent": "sensbook"})
         try:
-            with urllib.request.urlopen(req, timeout=timeout) as r:
-                exps = json.loads(r.read().decode())["experiments"]
+            with urllib.request.urlopen(req, timeout=timeout or FETCH_TIMEOUT) as r:
+                exps = json.loads(r.read(MAX_INDEX_BYTES).decode())["experiments"]
             _index_cache[base] = {str(k): set(v) for k, v in exps.items()}
         except (OSError, ValueError, KeyError, TypeError, AttributeError):
             _index_cache[base] = None
     return _index_cache[base]
 
 
-def fetch(base: str, name: str, key: str, timeout: float = 10.0):
-    """The published record ``<base>results/<name>/<key>.json`` (a dict), or None if the site has
-    none (HTTP 404). Other failures (no network, a server error) raise :class:`OSError`."""
-    url = urllib.parse.urljoin(base, f"results/{urllib.parse.quote(name)}/{key}.json")
     req = urllib.request.Request(url, headers={"User-Agent": "sensbook"})
     try:
-        with urllib.request.urlopen(req, timeout=timeout) as r:
-            text = r.read().decode()
+        with urllib.request.urlopen(req, timeout=min(timeout, left())) as r:
+            size = r.headers.get("Content-Length", "")
+            if size.strip().isdigit() and int(size) > limit:
+                raise Refused(f"is {int(size)} bytes, over the limit of {limit}")
+            chunks, n = [], 0
+            while True:
+                if left() <= 0:
+                    raise Unreachable(f"{url} did not arrive within the time budget of "
+                                      f"{FETCH_BUDGET:g} s ({n} bytes in)")
+                b = r.read1(min(1 << 16, limit + 1 - n))
+                if not b:
+                    break
+                chunks.append(b)
+                n += len(b)
+                if n > limit:
+                    raise Refused(f"is over the limit of {limit} bytes")
     except urllib.error.HTTPError as e:
         if e.code == 404:
             return None
-        raise
+        raise Unreachable(f"{url} answered HTTP {e.code}") from None
+    except (TimeoutError, socket.timeout):
+        raise Unreachable(f"{url} sent nothing for {min(timeout, max(left(), 0)):.3g} s") from None
+    except (urllib.error.URLError, OSError, http.client.HTTPException) as e:
+        if isinstance(e, (Unreachable, Refused)):
+            raise
+        raise Unreachable(f"{url}: {type(e).__name__}: {e}") from None
     try:
-        return json.loads(text)
-    except json.JSONDecodeError:
-        return None
+        return _store.parse_record(b"".join(chunks))
+    except ValueError as e:
+        raise Refused(str(e)) from None
 
 
 def fetch_missing(sweep, out, base: str | None = None) -> tuple:
     """Copy into the local store ``out`` every published result of ``sweep`` that ``out`` lacks
-    (exact version and configuration only). Returns ``(number copied, base URL or None)``; with no
-    published site (see :func:`published_url`) nothing is fetched. When the site has an index
-    (:func:`published_keys`) only the keys it lists are requested. A network failure stops the
-    fetching with one warning; what is missing is then computed as usual."""
-    from .store import Store, canonical, key
+    and that passes the checks of a local record. Returns ``(copied, base URL or None,
+    refused)``; with no published site (see :func:`published_url`) nothing is fetched. When the
+    site has an index (:func:`published_keys`) only the keys it lists are requested. A refused
+    record is named (its URL and what is wrong) in one line on stderr; a site that cannot answer
+    in time stops the fetching with one line. What is missing is then computed as usual."""
+    from .store import Store, check_record, key
 
     base = published_url() if base is None else base
     if base is None:
-        return 0, None
+        return 0, None, 0
     store = Store(out, sweep.name, sweep.version)
     missing = [c for c in sweep.configs if store.record(c) is None]
     index = published_keys(base) if missing else None
-    copied = 0
+    copied = refused = 0
+    deadline = time.monotonic() + FETCH_BUDGET
     for c in missing:
         k = key(c, store.version)
         if index is not None and k not in index.get(sweep.name, ()):
             continue
+        url = record_url(base, sweep.name, k)
         try:
-            rec = fetch(base, sweep.name, k)
-        except OSError as e:
+            rec = fetch(url, deadline)
+            problem = None if rec is None else check_record(rec, store.version, k, c)
+        except Unreachable as e:
             print(f"[published results at {base} not reachable ({e}); computing instead]",
                   file=sys.stderr)
             break
-        if (not isinstance(rec, dict) or rec.get("version") != store.version or "result" not in rec
-                or canonical(rec.get("config")) != canonical(c)):
+        except Refused as e:
+            problem = str(e)
+        if problem is not None:
+            print(f"[published record {url} refused: it {problem}; computing it here]",
+                  file=sys.stderr)
+            refused += 1
             continue
-        meta = dict(rec.get("meta") or {}, published=base)
-        store.save(c, rec["result"], meta)
-        copied += 1
-    return copied, base
+        if rec is not None:
+            store.put(rec, published=base)
+            copied += 1
+    return copied, base, refused
 
 
 if __name__ == "__main__":

@@ -22,6 +22,8 @@ import os
 import pathlib
 import shutil
 import socket
+import stat
+import sys
 import tempfile
 import threading
 import time
@@ -41,8 +43,13 @@ def fingerprinted_files(runner: str | None = None) -> list:
     """The source files whose content is part of the key of ``runner``'s results (sorted):
     the package's top-level modules (the instruments) and, for a ``runner``
     (``"package.module:function"``) inside the package, that module and its package's
-    ``__init__.py`` (e.g. ``experiments/ch6.py`` and ``experiments/__init__.py``)."""
-    files = {p for p in _PACKAGE.glob("*.py") if p.name not in _NOT_FINGERPRINTED}
+    ``__init__.py`` (e.g. ``experiments/ch6.py`` and ``experiments/__init__.py``).
+
+    Only importable modules count: a name that is a Python identifier (an editor's lock file
+    ``.#model.py``, often a dangling symlink, or a backup ``model copy.py`` is no module and
+    computes nothing) that is a regular file (or a link to one)."""
+    files = {p for p in _PACKAGE.glob("*.py")
+             if p.name not in _NOT_FINGERPRINTED and p.stem.isidentifier()}
     if runner is not None:
         spec = importlib.util.find_spec(runner.split(":", 1)[0])
         origin = pathlib.Path(spec.origin).resolve() if spec and spec.origin else None
@@ -57,7 +64,7 @@ def version(runner: str | None = None) -> str:
     h = hashlib.sha256()
     for path in fingerprinted_files(runner):
         h.update(path.relative_to(_PACKAGE).as_posix().encode())
-        h.update(path.read_bytes())
+        h.update(read_regular(path, MAX_SOURCE_BYTES))
     return f"{VERSION}+{h.hexdigest()[:10]}"
 
 
@@ -103,6 +110,53 @@ CLAIM_POLL = 1.0
 TMP_STALE = 600.0
 #: The least free space (bytes) a results folder must have before anything is computed.
 MIN_FREE_BYTES = 1 << 20
+#: The largest record read, locally or from the published store (the book's records are below
+#: 100 kB at ``book`` scale); a larger file is refused, never read whole.
+MAX_RECORD_BYTES = 64 << 20
+#: The largest source file read for a key, and the largest claim file read.
+MAX_SOURCE_BYTES = 16 << 20
+#: A claim file that names no owner (a full disk at claim time, or a kill between creating and
+#: writing it, by an older version) and is older than this many seconds is stale.
+CLAIM_OWNERLESS = 2.0
+
+
+class UnsafeFile(OSError):
+    """A path that is not a regular file of bounded size (a FIFO, a device, a link out of the
+    store, a file over the size limit): it is not read."""
+
+
+def read_regular(path, limit: int, inside=None) -> bytes:
+    """The bytes of ``path`` when it is a regular file (or a link to one) of at most ``limit``
+    bytes, and, with ``inside``, when it resolves to a path inside that folder; otherwise
+    :class:`UnsafeFile` saying what it is. Never blocks on a FIFO (opened non-blocking) and
+    never reads more than ``limit + 1`` bytes (``/dev/zero`` is refused, not read)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            kind = ("a FIFO" if stat.S_ISFIFO(st.st_mode) else "a directory"
+                    if stat.S_ISDIR(st.st_mode) else "a device" if stat.S_ISCHR(st.st_mode)
+                    or stat.S_ISBLK(st.st_mode) else "a socket" if stat.S_ISSOCK(st.st_mode)
+                    else "not a regular file")
+            raise UnsafeFile(f"is {kind}, not a regular file")
+        if inside is not None:
+            real, root = os.path.realpath(path), os.path.realpath(inside)
+            if os.path.commonpath([real, root]) != root:
+                raise UnsafeFile(f"links out of the store (to {real})")
+        if st.st_size > limit:
+            raise UnsafeFile(f"is {st.st_size} bytes, over the limit of {limit}")
+        chunks, n = [], 0
+        while n <= limit:
+            b = os.read(fd, min(1 << 20, limit + 1 - n))
+            if not b:
+                break
+            chunks.append(b)
+            n += len(b)
+        if n > limit:
+            raise UnsafeFile(f"grows past the limit of {limit} bytes")
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
 
 
 def _checksum(rec: dict) -> str:
@@ -123,6 +177,8 @@ def _record_problem(rec) -> str | None:
         return f"has no {', '.join(repr(k) for k in missing)}"
     if rec["result"] is None:
         return "has a null result"
+    if not isinstance(rec["meta"], dict):
+        return f"has a meta that is a JSON {type(rec['meta']).__name__}, not an object"
     try:
         if rec["sha256"] != _checksum(rec):
             return "fails its checksum (edited or damaged)"
@@ -131,7 +187,44 @@ def _record_problem(rec) -> str | None:
     return None
 
 
-def _pid_alive(pid) -> bool:
+def check_record(rec, version_: str, key_: str, config) -> str | None:
+    """Why ``rec`` (a parsed JSON file, local or published) is not the record of ``config`` at
+    code version ``version_`` under key ``key_``, else None: its fields, its checksum, and its
+    version, key and configuration, exactly."""
+    problem = _record_problem(rec)
+    if problem is None and rec["version"] != version_:
+        problem = f"is of another code version ({str(rec['version'])[:40]!r}, not {version_!r})"
+    elif problem is None and rec["key"] != key_:
+        problem = f"names another key ({str(rec['key'])[:40]!r}, not {key_!r})"
+    elif problem is None and canonical(rec["config"]) != canonical(config):
+        problem = f"holds another configuration ({canonical(rec['config'])[:80]})"
+    return problem
+
+
+def parse_record(data: bytes):
+    """A record file's bytes as JSON; ValueError (with what is wrong) otherwise."""
+    try:
+        return json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as e:
+        raise ValueError(f"is not JSON ({type(e).__name__}: {str(e)[:120]})") from None
+
+
+def process_start(pid) -> str | None:
+    """The start time of process ``pid`` (clock ticks since boot, ``/proc/<pid>/stat``), which
+    with the pid identifies a process (a pid alone is reused); None when unknown."""
+    try:
+        stat_ = pathlib.Path(f"/proc/{int(pid)}/stat").read_text()
+    except (OSError, ValueError, TypeError, OverflowError):
+        return None
+    fields = stat_.rsplit(")", 1)[-1].split()
+    return fields[19] if len(fields) > 19 and fields[0] not in ("Z", "X") else None
+
+
+def pid_alive(pid, start: str | None = None) -> bool:
+    """Whether process ``pid`` of this host runs, and, when its ``start`` time was recorded
+    (:func:`process_start`), is still the same process (not a later one given its pid)."""
+    if start is not None and pathlib.Path("/proc/self/stat").exists():
+        return process_start(pid) == start
     try:
         os.kill(int(pid), 0)
     except ProcessLookupError:
@@ -142,13 +235,17 @@ def _pid_alive(pid) -> bool:
 
 
 class Claim:
-    """A claim on one configuration: the file ``<key>.claim`` beside its result, created
-    exclusively (``O_EXCL``), holding its owner (host, pid, a random tag, start time), with a
-    heartbeat (the file's mtime, touched every ``CLAIM_HEARTBEAT`` seconds by a thread while
-    the configuration is computed). Another runner skips a claimed configuration and waits for
-    its result; a stale claim (no heartbeat for ``CLAIM_STALE`` seconds, or its process gone
-    on this host) is taken over. Two runners can at worst both compute a configuration after
-    a simultaneous takeover (the same result, written atomically), never lose it."""
+    """A claim on one configuration: the file ``<key>.claim`` beside its result, created whole
+    and exclusively (written to a temporary file, then hard-linked to its name, so it never
+    exists without its owner), holding its owner (host, pid and the pid's start time, a random
+    tag, start time), with a heartbeat (the file's mtime, touched every ``CLAIM_HEARTBEAT``
+    seconds by a thread while the configuration is computed). Another runner skips a claimed
+    configuration and waits for its result; a stale claim is taken over, saying why: no
+    heartbeat for ``CLAIM_STALE`` seconds, its process gone on this host (or its pid now
+    another process's), or no owner at all (a file an older version left empty when the disk
+    was full or it was killed while writing). Two runners can at worst both compute a
+    configuration after a simultaneous takeover (the same result, written atomically), never
+    lose it."""
 
     def __init__(self, path: pathlib.Path, owner: str):
         self.path, self.owner = path, owner
@@ -160,51 +257,101 @@ class Claim:
     def info(path: pathlib.Path):
         """(owner dict or {}, mtime) of a claim file, or None when there is none."""
         try:
-            mtime = path.stat().st_mtime
-            text = path.read_text()
+            mtime = os.lstat(path).st_mtime
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        except OSError:
+            return {}, time.time()
+        try:
+            text = read_regular(path, MAX_SOURCE_BYTES).decode()
         except (FileNotFoundError, NotADirectoryError):
             return None
         except (OSError, UnicodeDecodeError):
-            return {}, time.time()
+            return {}, mtime
         try:
             owner = json.loads(text)
-        except ValueError:                     # being written right now: not stale by content
+        except ValueError:
             owner = {}
         return (owner if isinstance(owner, dict) else {}), mtime
 
     @staticmethod
-    def stale(owner: dict, mtime: float) -> bool:
-        if time.time() - mtime > CLAIM_STALE:
-            return True
-        return owner.get("host") == socket.gethostname() and not _pid_alive(owner.get("pid"))
+    def why_stale(owner: dict, mtime: float) -> str | None:
+        """Why a claim (its owner and heartbeat) is stale, else None."""
+        age = time.time() - mtime
+        if age > CLAIM_STALE:
+            return f"no heartbeat for {age:.0f} s"
+        if not all(k in owner for k in ("owner", "host", "pid")):
+            if age > CLAIM_OWNERLESS:
+                return ("it names no owner (left by a full disk at claim time, or a kill "
+                        "between creating and writing it)")
+            return None
+        if owner["host"] == socket.gethostname() and not pid_alive(owner["pid"],
+                                                                   owner.get("pid_start")):
+            return f"its process {owner['pid']} on this host is gone"
+        return None
+
+    @classmethod
+    def stale(cls, owner: dict, mtime: float) -> bool:
+        return cls.why_stale(owner, mtime) is not None
+
+    @staticmethod
+    def describe(owner: dict, mtime: float) -> str:
+        """Who holds a claim, for a person: owner and last heartbeat."""
+        who = owner.get("owner") or "no recorded owner"
+        return f"{who}, last heartbeat {max(0.0, time.time() - mtime):.0f} s ago"
+
+    @classmethod
+    def _create(cls, path: pathlib.Path, text: str) -> bool:
+        """Create ``path`` holding ``text``, whole, only if it does not exist; False if it does."""
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "w") as fh:
+                fh.write(text)
+            os.chmod(tmp, 0o644)
+            try:
+                os.link(tmp, path)
+                return True
+            except FileExistsError:
+                return False
+            except OSError:                    # no hard links here: create exclusively instead
+                try:
+                    fd2 = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+                except FileExistsError:
+                    return False
+                with os.fdopen(fd2, "w") as fh:
+                    fh.write(text)
+                return True
+        finally:
+            pathlib.Path(tmp).unlink(missing_ok=True)
 
     @classmethod
     def take(cls, path: pathlib.Path):
-        """``(Claim, None)`` when this process now holds the claim, else ``(None, owner)``."""
+        """``(Claim, None)`` when this process now holds the claim, else ``(None, who)``:
+        ``who`` describes the holder (:meth:`describe`)."""
         tag = uuid.uuid4().hex[:12]
-        owner = {"owner": f"{socket.gethostname()}:{os.getpid()}:{tag}", "host": socket.gethostname(),
-                 "pid": os.getpid(), "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+        owner = {"owner": f"{socket.gethostname()}:{os.getpid()}:{tag}",
+                 "host": socket.gethostname(), "pid": os.getpid(),
+                 "pid_start": process_start(os.getpid()),
+                 "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
         for _ in range(3):
-            try:
-                fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-            except FileExistsError:
-                info = cls.info(path)
-                if info is None:
-                    continue                                   # released meanwhile: try again
-                held, mtime = info
-                if not cls.stale(held, mtime):
-                    return None, held.get("owner", "?")
-                again = cls.info(path)                         # still the same stale claim?
-                if again is not None and again[0].get("owner") == held.get("owner"):
-                    try:
-                        os.unlink(path)                        # take it over
-                    except FileNotFoundError:
-                        pass
-                continue
-            with os.fdopen(fd, "w") as fh:
-                fh.write(json.dumps(owner))
-            return cls(path, owner["owner"]), None
-        return None, "?"
+            if cls._create(path, json.dumps(owner)):
+                return cls(path, owner["owner"]), None
+            info = cls.info(path)
+            if info is None:
+                continue                                       # released meanwhile: try again
+            held, mtime = info
+            why = cls.why_stale(held, mtime)
+            if why is None:
+                return None, cls.describe(held, mtime)
+            again = cls.info(path)                             # still the same stale claim?
+            if again is not None and again[0].get("owner") == held.get("owner"):
+                try:
+                    os.unlink(path)                            # take it over
+                    print(f"[taking over the stale claim {path}: {why}]", file=sys.stderr,
+                          flush=True)
+                except FileNotFoundError:
+                    pass
+        return None, "a claim that changed hands while it was read"
 
     def _mine(self) -> bool:
         info = self.info(self.path)
@@ -231,7 +378,8 @@ class Claim:
 
 @dataclass(frozen=True)
 class Claimed:
-    """What :func:`_run_one` returns when another live runner holds the configuration."""
+    """What :func:`~sensbook.runtime.sweep._attempt` returns when another live runner holds
+    the configuration: who (:meth:`Claim.describe`)."""
 
     owner: str
 
@@ -281,20 +429,21 @@ class Store:
 
     def record(self, config):
         """The whole stored record (``config``, ``result``, ``meta``: device, seconds, ...) of
-        exactly this configuration and version, else None (a malformed file is moved aside)."""
+        exactly this configuration and version, else None (a malformed file is moved aside).
+        Only a regular file inside the store, of at most ``MAX_RECORD_BYTES``, is read: a
+        FIFO, a device or a link out of the store at a record's path is moved aside unread."""
         p = self.path(config)
         if not os.path.lexists(p):
             return None
         try:
-            if p.is_dir():
-                raise IsADirectoryError("is a directory")
-            rec = json.loads(p.read_bytes().decode("utf-8"))
-            problem = _record_problem(rec)
-        except (OSError, UnicodeDecodeError, ValueError) as e:
-            problem = f"is unreadable or not JSON ({type(e).__name__}: {e})"
-        if problem is None and (rec["version"] != self.version or rec["key"] != p.stem
-                                or canonical(rec["config"]) != canonical(config)):
-            problem = "belongs to another configuration or version"
+            rec = parse_record(read_regular(p, MAX_RECORD_BYTES, inside=self.root))
+            problem = check_record(rec, self.version, p.stem, config)
+        except UnsafeFile as e:
+            problem = str(e)
+        except OSError as e:
+            problem = f"is unreadable ({type(e).__name__}: {e})"
+        except ValueError as e:
+            problem = str(e)
         if problem is not None:
             self._set_aside(p, problem)
             return None
@@ -361,6 +510,23 @@ class Store:
             raise ValueError(f"{self.name}: the result of config {canonical(config)} is not "
                              f"standard JSON ({e}); return lists, dicts, str, int, finite floats, "
                              "and encode NaN/inf, e.g. as None or strings") from None
+        return self._write(p, text)
+
+    def put(self, rec: dict, **meta) -> pathlib.Path:
+        """Store a record checked elsewhere (a published one, or one computed in another
+        store) as it is, with ``meta`` added: never re-signed, so its checksum still proves
+        what was computed. ValueError when it is not the record of its configuration here."""
+        config = rec.get("config") if isinstance(rec, dict) else None
+        p = self.path(config)
+        problem = check_record(rec, self.version, p.stem, config)
+        if problem is not None:
+            raise ValueError(f"{self.name}: the record {problem}")
+        rec = dict(rec, meta=dict(rec["meta"], **meta))
+        return self._write(p, json.dumps(rec, sort_keys=True, allow_nan=False))
+
+    def _write(self, p: pathlib.Path, text: str) -> pathlib.Path:
+        """Write ``text`` to ``p`` atomically: temp file in the same folder, fsync, replace."""
+        p.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f".{p.stem}.", suffix=".tmp")
         try:
             with os.fdopen(fd, "w") as fh:
@@ -373,5 +539,19 @@ class Store:
             pathlib.Path(tmp).unlink(missing_ok=True)
             raise
         return p
+
+    def release_claims(self, pids) -> list:
+        """Delete the claims that processes ``pids`` of this host hold in this store (what an
+        interrupted pool's killed workers leave); returns their names."""
+        pids, gone = {int(p) for p in pids}, []
+        for c in self.folder.glob("*.claim"):
+            info = Claim.info(c)
+            if info and info[0].get("host") == socket.gethostname() and info[0].get("pid") in pids:
+                try:
+                    c.unlink()
+                    gone.append(c.name)
+                except OSError:
+                    pass
+        return gone
 
 

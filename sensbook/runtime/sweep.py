@@ -18,9 +18,12 @@ from __future__ import annotations
 
 import importlib
 import os
+import pathlib
 import signal
+import sys
 import threading
 import time
+import warnings
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 
@@ -66,6 +69,9 @@ def _init_worker(threads, counter=None, devices=None, parent=None):
 
     if parent is not None:
         _die_with_parent(parent)
+    # Ctrl-C in a terminal reaches every process of the group: the sweep (the parent) stops
+    # its workers itself (see _pool), so a worker ignores it rather than half-report it
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     torch.set_num_threads(threads)
     if devices:
         with counter.get_lock():
@@ -98,7 +104,7 @@ def _attempt(root, name, version_, runner, config, kwargs):
         if result is None:
             raise ValueError(f"runner {runner} returned None for config {canonical(config)} of "
                              f"{name}: it must return a JSON-able result (None reads as missing)")
-        meta = {"device": os.environ.get("SENSBOOK_DEVICE") or str(device()),
+        meta = {"device": str(device()),              # $SENSBOOK_DEVICE, checked
                 "seconds": time.perf_counter() - t0, "cpu_seconds": time.process_time() - c0,
                 "threads": torch.get_num_threads(), "host": platform.node(),
                 "torch": torch.__version__, "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
@@ -110,11 +116,116 @@ def _attempt(root, name, version_, runner, config, kwargs):
 
 def _run_one(root, name, version_, runner, config, kwargs):
     """Compute one configuration and store it with the device it ran on and the seconds it took
-    (runs in a worker process, in-process, or as a cluster job). Returns the result: the stored
-    one if there is one; else it claims the configuration (see :class:`Claim`), computes and
-    stores it; a :class:`Claimed` when another live runner holds the claim (its result will be
-    stored by that runner)."""
-    return _attempt(root, name, version_, runner, config, kwargs)[1]
+    (what a cluster job runs). Returns the result: the stored one if there is one; else it
+    claims the configuration (see :class:`~sensbook.runtime.store.Claim`), computes and stores
+    it. A configuration another live runner holds is waited for (saying so once, in the job's
+    log) until that runner stores it, or taken over when it stops: a job never ends without
+    the result stored."""
+    said = False
+    while True:
+        how, value = _attempt(root, name, version_, runner, config, kwargs)
+        if how != "claimed":
+            return value
+        if not said:
+            print(f"[{name}: config {canonical(config)} is being computed by another runner "
+                  f"({value.owner}); waiting for its result]", file=sys.stderr, flush=True)
+            said = True
+        time.sleep(_store.CLAIM_POLL)
+
+
+#: Memory one worker process needs: torch and the package (about 220 MB resident) plus the
+#: instruments' default working budget (``memory_mb=256``); bounds the number of workers.
+WORKER_MB = 512
+
+
+def _available_mb() -> float:
+    """Memory available to new processes here (``MemAvailable``, else physical memory), MiB."""
+    try:
+        for line in pathlib.Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) / 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES") / 2**20
+    except (ValueError, OSError, AttributeError):                  # pragma: no cover
+        return float("inf")
+
+
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):                               # pragma: no cover
+        return os.cpu_count() or 1
+
+
+def bound_workers(workers: int, devices=()) -> int:
+    """``workers`` cut to what this machine holds: at most one per core (or per device, when
+    ``devices`` are given) and at most one per ``WORKER_MB`` of available memory; a
+    ``UserWarning`` says so when the request is cut."""
+    cores, mem = _cores(), _available_mb()
+    by_mem = max(1, int(mem // WORKER_MB))
+    limit = min(max(cores, len(devices)), by_mem)
+    if workers <= limit:
+        return workers
+    why = (f"{cores} core(s)" if limit < by_mem else
+           f"{mem / 1024:.1f} GiB of memory available ({WORKER_MB} MB per worker)")
+    warnings.warn(f"workers={workers} cut to {limit}: this machine has {why}", stacklevel=3)
+    return limit
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C stopped a sweep: what is stored is kept, its claims are released; running the
+    same sweep again resumes it."""
+
+
+def _pool(jobs, take, *, workers, devices=None, mp_context=None, stores=()):
+    """Run ``_attempt(*args)`` for each ``(tag, args)`` of ``jobs`` in a process pool,
+    calling ``take(tag, future)`` as each finishes. On Ctrl-C (or any interrupt) the workers
+    are killed at once, not waited for, their claims in ``stores`` released, and
+    :class:`Interrupted` raised; after another error the other configurations still finish
+    (and are stored) before it is raised."""
+    import multiprocessing as mp
+
+    ctx = mp.get_context(mp_context or "spawn")
+    threads = max(1, _cores() // workers)
+    init = (threads, ctx.Value("i", 0) if devices else None, devices or None, os.getpid())
+    ex = ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_init_worker,
+                             initargs=init)
+    try:
+        futures = {ex.submit(_attempt, *args): tag for tag, args in jobs}
+        for fut in as_completed(futures):
+            take(futures[fut], fut)
+    except (KeyboardInterrupt, SystemExit) as stop:
+        procs = list((getattr(ex, "_processes", None) or {}).values())   # no public accessor
+        for proc in procs:
+            proc.kill()
+        ex.shutdown(wait=False, cancel_futures=True)
+        for proc in procs:
+            proc.join(5)
+        for st in stores:
+            st.release_claims(proc.pid for proc in procs)
+        if isinstance(stop, SystemExit):
+            raise
+        raise Interrupted("interrupted: the workers were stopped; what is stored is kept and "
+                          "their claims released: run the same sweep again to resume") from None
+    except BaseException:
+        ex.shutdown(wait=True)
+        raise
+    ex.shutdown(wait=True)
+
+
+def _say_waiting(name, waiting, said):
+    """One line per holder (not per poll) saying what a sweep waits for."""
+    by = {}
+    for config, claimed in waiting:
+        if canonical(config) not in said:
+            said.add(canonical(config))
+            by.setdefault(claimed.owner.split(",")[0], []).append(claimed.owner)
+    for who, owners in by.items():
+        print(f"[{name}: waiting for {len(owners)} configuration(s) another runner is computing "
+              f"({owners[0]}); taken over if it stops: no heartbeat for "
+              f"{_store.CLAIM_STALE:.0f} s, or its process gone]", file=sys.stderr, flush=True)
 
 
 @dataclass
@@ -179,6 +290,7 @@ def run_sweep(sweep: Sweep, out=None, *, workers: int = 1, progress: bool = True
         stats["missing"] = len(todo)
         return results, stats
     if todo:
+        device()                                   # a bad $SENSBOOK_DEVICE fails here, not later
         store.check_writable()
         store.clean_tmp()
     if executor is not None:
@@ -191,35 +303,31 @@ def run_sweep(sweep: Sweep, out=None, *, workers: int = 1, progress: bool = True
     bar = _progress(total=len(sweep.configs), desc=f"sweep {sweep.name}", disable=not progress)
     bar.update(stats["stored"])
     args = lambda i: (store.root, store.name, store.version, sweep.runner, sweep.configs[i], kwargs)
-    pending = []
+    pending, said = [], set()
 
     def take(i, outcome):
         how, value = outcome
         if how == "claimed":
-            pending.append(i)
+            pending.append((i, value))
             return
         results[i] = value
         stats[how] += 1
         bar.update(1)
 
     try:
+        if workers > 1 and (len(todo) > 1 or devices):
+            workers = min(bound_workers(workers, devices), max(len(todo), len(devices)))
         if workers == 1 or (len(todo) <= 1 and not devices):
             for i in todo:
                 take(i, _attempt(*args(i)))
         else:
-            import multiprocessing as mp
-            ctx = mp.get_context(mp_context or "spawn")
-            threads = max(1, (os.cpu_count() or 1) // workers)
-            init = (threads, ctx.Value("i", 0) if devices else None, devices or None, os.getpid())
-            with ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_init_worker,
-                                     initargs=init) as ex:
-                futures = {ex.submit(_attempt, *args(i)): i for i in todo}
-                for fut in as_completed(futures):
-                    take(futures[fut], fut.result())
+            _pool([(i, args(i)) for i in todo], lambda i, fut: take(i, fut.result()),
+                  workers=workers, devices=devices, mp_context=mp_context, stores=[store])
         while pending:                      # held by other runners: wait, or take over if stale
+            _say_waiting(sweep.name, [(sweep.configs[i], c) for i, c in pending], said)
             time.sleep(_store.CLAIM_POLL)
             waiting, pending[:] = list(pending), []
-            for i in waiting:
+            for i, _ in waiting:
                 take(i, _attempt(*args(i)))
     finally:
         bar.close()
@@ -234,12 +342,10 @@ def run_pool(sweeps, out=None, *, workers: int = 1, progress: bool = True,
     Returns ``{name: (stored, computed)}``. The store's guarantees are :func:`run_sweep`'s:
     each configuration is claimed while computed, workers die with this process, a killed run
     resumes; a failing configuration stops no other (all failures are reported at the end)."""
-    import multiprocessing as mp
-
     out = results_dir() if out is None else out
-    todo, counts = [], {}
+    todo, counts, stores = [], {}, {}
     for sweep, cost in sweeps:
-        store = Store(out, sweep.name, sweep.version)
+        store = stores[sweep.name] = Store(out, sweep.name, sweep.version)
         missing = [c for c in sweep.configs if not store.done(c)]
         counts[sweep.name] = [len(sweep.configs) - len(missing), 0]
         if missing:
@@ -249,13 +355,15 @@ def run_pool(sweeps, out=None, *, workers: int = 1, progress: bool = True,
                                         {}))
                  for c in missing]
     todo.sort(key=lambda t: -t[0])
+    if todo:
+        device()                                   # a bad $SENSBOOK_DEVICE fails here, not later
     bar = _progress(total=len(todo), desc=desc, disable=not progress)
-    pending = []
+    pending, said = [], set()
 
     def take(name, args, outcome):
         how = outcome[0]
         if how == "claimed":                # another runner holds it: wait for it below
-            pending.append((name, args))
+            pending.append((name, args, outcome[1]))
             return
         counts[name][0 if how == "stored" else 1] += 1
         bar.update(1)
@@ -268,26 +376,28 @@ def run_pool(sweeps, out=None, *, workers: int = 1, progress: bool = True,
         except Exception as err:            # noqa: BLE001 - reported with its configuration
             failed.append((name, args[4], err))
 
+    def take_future(tag, fut):
+        name, args = tag
+        try:
+            take(name, args, fut.result())
+        except Exception as err:            # noqa: BLE001
+            failed.append((name, args[4], err))
+
     try:
+        if workers > 1 and len(todo) > 1:
+            workers = min(bound_workers(workers), len(todo))
         if workers == 1 or len(todo) <= 1:
             for _, name, args in todo:
                 attempt_here(name, args)
         else:
-            ctx = mp.get_context("spawn")
-            threads = max(1, (os.cpu_count() or 1) // workers)
-            with ProcessPoolExecutor(max_workers=workers, mp_context=ctx,
-                                     initializer=_init_worker,
-                                     initargs=(threads, None, None, os.getpid())) as ex:
-                futs = {ex.submit(_attempt, *args): (name, args) for _, name, args in todo}
-                for f in as_completed(futs):
-                    try:
-                        take(*futs[f], f.result())
-                    except Exception as err:    # noqa: BLE001
-                        failed.append((futs[f][0], futs[f][1][4], err))
+            _pool([((name, args), args) for _, name, args in todo], take_future,
+                  workers=workers, stores=stores.values())
         while pending:
+            for name in {n for n, _, _ in pending}:
+                _say_waiting(name, [(a[4], c) for n, a, c in pending if n == name], said)
             time.sleep(_store.CLAIM_POLL)
             waiting, pending[:] = list(pending), []
-            for name, args in waiting:
+            for name, args, _ in waiting:
                 attempt_here(name, args)
     finally:
         bar.close()

@@ -102,3 +102,123 @@ def test_help_documents_the_executor_options(capsys):
 def test_bad_executor_options_are_named(kw, word):
     with pytest.raises(ValueError, match=word):
         SubmititExecutor(**kw)
+
+
+# ---- issue 21: claimed configurations, reused pids, a --status that always answers ----------
+def test_a_job_waits_for_a_configuration_another_live_runner_holds(tmp_path, monkeypatch):
+    import threading
+    import time
+
+    import sensbook.runtime.store as store_mod
+    from sensbook.runtime.sweep import _run_one
+    from tests.runtime.test_store import bounded
+    monkeypatch.setattr(store_mod, "CLAIM_POLL", 0.05)
+    sw_ = sweep(1)
+    store = sb.Store(tmp_path, "fake", sw_.version)
+    store.folder.mkdir(parents=True)
+    claim, _ = store_mod.Claim.take(store.claim_path(sw_.configs[0]))   # the other runner
+    got = {}
+    job = threading.Thread(target=lambda: got.setdefault("result", _run_one(
+        store.root, "fake", store.version, sw_.runner, sw_.configs[0], {})), daemon=True)
+    job.start()
+    job.join(0.5)
+    assert job.is_alive(), f"the job ended while another runner held its config: {got}"
+    # meanwhile --status says it is running (held by a live runner), not failed
+    book = tmp_path / ".submitit" / "fake"
+    book.mkdir(parents=True)
+    gone = __import__("subprocess").Popen(["true"])
+    gone.wait()
+    (book / "jobs.json").write_text(json.dumps({store.path(sw_.configs[0]).stem: {
+        "kind": "local", "job_id": str(gone.pid), "stdout": "-", "stderr": "-", "result": "-"}}))
+    assert [s.state for s in status(tmp_path, "fake", sw_.version, sw_.configs)] == ["running"]
+    store.save(sw_.configs[0], {"square": "stored by the other runner"})
+    claim.release()
+    bounded(lambda: job.join(10) or got)
+    assert got["result"] == {"square": "stored by the other runner"}
+
+
+def _sleeper():
+    import subprocess
+    return subprocess.Popen(["sleep", "60"])
+
+
+@pytest.mark.parametrize("start", ["recorded, another", "not recorded"])
+def test_a_reused_pid_is_not_taken_for_a_running_local_job(tmp_path, start):
+    from sensbook.runtime.store import process_start
+    sw_ = sweep(1)
+    book = tmp_path / ".submitit" / "fake"
+    book.mkdir(parents=True)
+    other = _sleeper()                        # an unrelated process that got the job's old pid
+    try:
+        entry = {"kind": "local", "job_id": str(other.pid), "stdout": "-", "stderr": "-",
+                 "result": "-"}
+        if start == "recorded, another":
+            entry["start"] = str(int(process_start(other.pid)) - 1)
+        k = sb.Store(tmp_path, "fake", sw_.version).path(sw_.configs[0]).stem
+        (book / "jobs.json").write_text(json.dumps({k: entry}))
+        assert [s.state for s in status(tmp_path, "fake", sw_.version, sw_.configs)] == \
+            ["failed"]
+        entry["start"] = process_start(other.pid)        # the job's own process: running
+        (book / "jobs.json").write_text(json.dumps({k: entry}))
+        assert [s.state for s in status(tmp_path, "fake", sw_.version, sw_.configs)] == \
+            ["running"]
+    finally:
+        other.kill()
+        other.wait()
+
+
+def _status_argv(out):
+    return ["sweep", "test.fake", "--scale", "ci", "--out", str(out), "--status"]
+
+
+@pytest.mark.parametrize("damage, said", [
+    (b"\xff\xfe not text", "jobs.json is unreadable (UnicodeDecodeError"),
+    (b"[1, 2]", "jobs.json holds a JSON list, not an object"),
+    (b'{"K": {"kind": "local"}}', "1 entry without kind, job_id, stderr, result"),
+])
+def test_status_with_a_damaged_jobs_json_names_it(tmp_path, monkeypatch, capsys, damage, said):
+    exp = fake_experiment(monkeypatch, n=2)
+    k = sb.Store(tmp_path, exp.name, exp.sweep("ci").version).path(exp.configs("ci")[0]).stem
+    book = tmp_path / ".submitit" / exp.name
+    book.mkdir(parents=True)
+    (book / "jobs.json").write_bytes(damage.replace(b"K", k.encode()))
+    assert main(_status_argv(tmp_path)) == 1
+    out = capsys.readouterr().out
+    assert "test.fake @ ci: 0/2 stored" in out and "missing 2" in out
+    assert "could not read: " in out and said in out
+
+
+def test_status_of_a_store_path_that_is_a_file(tmp_path, monkeypatch, capsys):
+    fake_experiment(monkeypatch, n=2)
+    (tmp_path / "file").write_text("not a folder")
+    assert main(_status_argv(tmp_path / "file")) == 1
+    out = capsys.readouterr().out
+    assert "test.fake @ ci: 0/2 stored" in out
+    assert f"could not read: the store path {tmp_path / 'file'} is a file, not a folder" in out
+
+
+@pytest.mark.parametrize("squeue", ["no controller", "absent"])
+def test_status_of_slurm_jobs_without_a_reachable_controller(tmp_path, monkeypatch, capsys,
+                                                             squeue):
+    exp = fake_experiment(monkeypatch, n=2)
+    k = sb.Store(tmp_path, exp.name, exp.sweep("ci").version).path(exp.configs("ci")[0]).stem
+    book = tmp_path / ".submitit" / exp.name
+    book.mkdir(parents=True)
+    (book / "jobs.json").write_text(json.dumps({k: {
+        "kind": "slurm", "job_id": "12_0", "stdout": "-", "stderr": "-", "result": "-"}}))
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    if squeue == "no controller":
+        (bindir / "squeue").write_text(
+            "#!/bin/sh\necho 'slurm_load_jobs error: Unable to contact slurm controller "
+            "(connect failure)' >&2\nexit 1\n")
+        (bindir / "squeue").chmod(0o755)
+    monkeypatch.setenv("PATH", str(bindir))
+    assert main(_status_argv(tmp_path)) == 1
+    out = capsys.readouterr().out
+    assert "test.fake @ ci: 0/2 stored" in out and "missing 1, unknown 1" in out
+    why = ("Unable to contact slurm controller" if squeue == "no controller" else
+           "squeue is not available here")
+    assert "could not read: the Slurm queue cannot be read" in out and why in out
+    with pytest.raises(RuntimeError, match=why):        # a sweep does not resubmit blindly
+        status(tmp_path, exp.name, exp.sweep("ci").version, exp.configs("ci"))

@@ -8,6 +8,7 @@ import json
 import re
 import shutil
 import threading
+import time
 import urllib.request
 
 import pytest
@@ -15,6 +16,7 @@ import yaml
 
 import sensbook as sb
 import sensbook.runtime.published as pub
+import sensbook.runtime.store as store_mod
 from tests.runtime.test_executors import fake_experiment
 from tests.runtime.test_sweep import ROOT, calls
 
@@ -209,3 +211,172 @@ def test_publish_runs_the_book_scale_experiments_and_ships_the_store():
              and s["with"]["path"] == "results"]
     assert len(cache) == 1 and "hashFiles('sensbook/**'" in cache[0]["with"]["key"]
     assert "restore-keys" not in cache[0]["with"], "results of other code are never shipped"
+
+
+# ---- issue 21: a damaged or hostile published store --------------------------------------
+@pytest.fixture
+def hostile(monkeypatch):
+    """A server on 127.0.0.1 that answers ``<key>.json`` with ``answers[key]``: bytes (200), or
+    a function of the request handler that writes what it likes; 404 for other keys. Yields
+    (base URL, answers, sent: key -> bytes written before the client hung up)."""
+    answers, sent = {}, {}
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *a):
+            pass
+
+        def do_GET(self):
+            k = self.path.rsplit("/", 1)[-1].removesuffix(".json")
+            body = answers.get(k)
+            if body is None:
+                self.send_response(404)
+                self.end_headers()
+            elif callable(body):
+                sent[k] = 0
+                try:
+                    body(self, lambda n: sent.__setitem__(k, sent[k] + n))
+                except OSError:                 # the client hung up: what we wanted to see
+                    pass
+            else:
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    monkeypatch.setenv("SENSBOOK_PUBLISHED", f"http://127.0.0.1:{server.server_port}/book/")
+    try:
+        yield f"http://127.0.0.1:{server.server_port}/book/", answers, sent
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def published_records(tmp_path, exp):
+    """The records a publisher stores for ``exp`` at ci scale: (keys, records, sweep)."""
+    sw_ = exp.sweep("ci")
+    sb.run_sweep(sw_, tmp_path / "publisher", progress=False)
+    st = sb.Store(tmp_path / "publisher", exp.name, sw_.version)
+    return ([st.path(c).stem for c in sw_.configs],
+            [json.loads(st.path(c).read_text()) for c in sw_.configs], sw_)
+
+
+def resign(rec):
+    """What a hostile site can do: recompute the checksum over whatever it changed."""
+    from sensbook.runtime.store import _checksum
+    return dict(rec, sha256=_checksum(rec))
+
+
+def test_published_records_are_verified_as_local_ones_and_never_resigned(tmp_path, hostile,
+                                                                          monkeypatch, capsys):
+    base, answers, _ = hostile
+    exp = fake_experiment(monkeypatch, n=4)
+    keys, recs, sw_ = published_records(tmp_path, exp)
+    forged = {"square": 99, "tag": "ci"}
+    answers[keys[0]] = json.dumps(dict(recs[0], result=forged)).encode()     # checksum fails
+    no_sha = dict(recs[1], result=forged)
+    del no_sha["sha256"]
+    answers[keys[1]] = json.dumps(no_sha).encode()                          # no checksum
+    answers[keys[2]] = json.dumps(resign(dict(recs[2], key=keys[3]))).encode()  # another key
+    answers[keys[3]] = json.dumps(recs[3]).encode()                          # intact
+    log = tmp_path / "log"
+    monkeypatch.setenv("FAKE_LOG", str(log))
+    res = sb.run_experiment(exp.name, "ci", tmp_path / "reader", progress=False)
+    assert res == [{"square": i * i, "tag": "ci"} for i in range(4)]
+    assert sorted(calls(log)) == [0, 1, 2]                  # the refused ones computed here
+    out = capsys.readouterr()
+    for k, why in zip(keys, ("fails its checksum", "has no 'sha256'", "names another key")):
+        assert f"published record {base}results/{exp.name}/{k}.json refused: it {why}" in out.err
+    assert "1 from the published store" in out.out and "3 computed now" in out.out
+    assert "3 published record(s) refused" in out.out
+    st = sb.Store(tmp_path / "reader", exp.name, sw_.version)
+    kept = [st.record(c) for c in sw_.configs]
+    assert [r["meta"].get("published") for r in kept] == [None, None, None, base]
+    # the accepted record is stored as published (same checksum, only meta.published added)
+    assert {k: v for k, v in kept[3].items() if k != "meta"} == \
+        {k: v for k, v in recs[3].items() if k != "meta"}
+
+
+@pytest.mark.parametrize("body, why", [
+    (lambda r: json.dumps(dict(r, meta=[1])).encode(), "has a meta that is a JSON list"),
+    (lambda r: json.dumps(resign(dict(r, result=None))).encode(), "has a null result"),
+    (lambda r: b"\xff\xfe{", "is not JSON (UnicodeDecodeError"),
+    (lambda r: b"[1, 2]", "holds a JSON list, not a record"),
+    (lambda r: b"[" * 100_000, "is not JSON (RecursionError"),
+    (lambda r: json.dumps(dict(r, config={"x": float("nan")})).encode(), "is not standard JSON"),
+])
+def test_a_malformed_published_record_is_skipped_counted_and_computed(tmp_path, hostile,
+                                                                      monkeypatch, capsys, body,
+                                                                      why):
+    base, answers, _ = hostile
+    exp = fake_experiment(monkeypatch, n=2)
+    keys, recs, _ = published_records(tmp_path, exp)
+    answers[keys[0]] = body(recs[0])
+    answers[keys[1]] = json.dumps(recs[1]).encode()
+    res = sb.run_experiment(exp.name, "ci", tmp_path / "reader", progress=False)
+    assert res == [{"square": i * i, "tag": "ci"} for i in range(2)]
+    out = capsys.readouterr()
+    assert f"{keys[0]}.json refused: it {why}" in out.err
+    assert "1 from the published store" in out.out and "1 computed now" in out.out
+    assert "1 published record(s) refused" in out.out
+
+
+def test_a_trickling_site_hits_the_deadline_and_the_rest_is_computed(tmp_path, hostile,
+                                                                      monkeypatch, capsys):
+    base, answers, sent = hostile
+    exp = fake_experiment(monkeypatch, n=2)
+    keys, recs, _ = published_records(tmp_path, exp)
+
+    def trickle(h, count):                  # a byte every 20 ms, 300 at most (6 s)
+        h.send_response(200)
+        h.send_header("Content-Length", "100000")
+        h.end_headers()
+        for _ in range(300):
+            h.wfile.write(b" ")
+            h.wfile.flush()
+            count(1)
+            time.sleep(0.02)
+
+    answers[keys[0]] = trickle
+    answers[keys[1]] = json.dumps(recs[1]).encode()
+    monkeypatch.setattr(pub, "FETCH_BUDGET", 0.5, raising=False)
+    monkeypatch.setattr(pub, "FETCH_TIMEOUT", 0.3, raising=False)
+    res = sb.run_experiment(exp.name, "ci", tmp_path / "reader", progress=False)
+    assert res == [{"square": i * i, "tag": "ci"} for i in range(2)]
+    out = capsys.readouterr()
+    line = [l for l in out.err.splitlines() if "not reachable" in l]
+    assert len(line) == 1 and "within the time budget of 0.5 s" in line[0]
+    assert "0 from the published store" in out.out and "2 computed now" in out.out
+    time.sleep(0.2)
+    assert sent[keys[0]] < 300              # the client hung up; it did not wait for the rest
+
+
+@pytest.mark.parametrize("length", [None, 10**12])
+def test_an_endless_or_huge_record_is_refused_at_the_byte_limit(tmp_path, hostile, monkeypatch,
+                                                                capsys, length):
+    base, answers, sent = hostile
+    exp = fake_experiment(monkeypatch, n=2)
+    keys, recs, _ = published_records(tmp_path, exp)
+
+    def endless(h, count):                  # 8 MiB of "[[[[...", as fast as it goes
+        h.send_response(200)
+        if length:
+            h.send_header("Content-Length", str(length))
+        h.end_headers()
+        for _ in range(128):
+            h.wfile.write(b"[" * 65536)
+            count(65536)
+
+    answers[keys[0]] = endless
+    answers[keys[1]] = json.dumps(recs[1]).encode()
+    monkeypatch.setattr(store_mod, "MAX_RECORD_BYTES", 256 * 1024, raising=False)
+    res = sb.run_experiment(exp.name, "ci", tmp_path / "reader", progress=False)
+    assert res == [{"square": i * i, "tag": "ci"} for i in range(2)]
+    out = capsys.readouterr()
+    what = f"is {length} bytes, over" if length else "is over the limit of 262144 bytes"
+    assert f"{keys[0]}.json refused: it {what}" in out.err
+    assert "1 from the published store" in out.out and "1 published record(s) refused" in out.out
+    time.sleep(0.2)
+    assert sent[keys[0]] < 128 * 65536      # not read to the end

@@ -106,7 +106,7 @@ def test_a_cancelled_job_is_reported_and_only_it_is_recomputed(cluster, tmp_path
     monkeypatch.setenv("FAKE_LOG", str(log))
     monkeypatch.setenv("SLOW_AT", "1")                  # the jobs inherit the environment
     exp = Experiment("test.slow", lambda scale: [{"i": i} for i in range(3)],
-                     "tests.test_slurm:slow", lambda c: 1.0)
+                     "tests.runtime.test_slurm:slow", lambda c: 1.0)
     monkeypatch.setitem(EXPERIMENTS, exp.name, exp)
     sw = exp.sweep("ci")
     cli = ["sweep", exp.name, "--scale", "ci", "--out", str(tmp_path)]

@@ -297,3 +297,124 @@ def test_cli_honours_sensbook_scale_when_scale_is_absent(tmp_path, capsys, monke
     monkeypatch.setenv("SENSBOOK_SCALE", "huge")
     assert main(["sweep", "ch6", "--out", str(tmp_path), "--status"]) == 2
     assert "SENSBOOK_SCALE='huge'" in capsys.readouterr().err
+
+
+# ---- issue 21: ownerless claims, what a sweep waits for, records that are no files, keys ------
+def bounded(fn, seconds=20.0):
+    """fn() in a thread; its result, or a failure (not a hang) when it takes over ``seconds``."""
+    out = {}
+
+    def run():
+        try:
+            out["value"] = fn()
+        except BaseException as e:               # noqa: BLE001 - re-raised below
+            out["error"] = e
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    t.join(seconds)
+    assert not t.is_alive(), f"still running after {seconds} s"
+    if "error" in out:
+        raise out["error"]
+    return out["value"]
+
+
+@pytest.mark.parametrize("content", ["", "{}", '{"owner": "x"', "[1]"])
+def test_an_ownerless_claim_is_taken_over_at_once_and_said(tmp_path, monkeypatch, capsys,
+                                                            content):
+    log = tmp_path / "log"
+    monkeypatch.setenv("STORE_LOG", str(log))
+    store = sb.Store(tmp_path, "s")
+    p = store.claim_path({"i": 1})
+    p.parent.mkdir(parents=True)
+    p.write_text(content)                    # what a full disk or a kill mid-claim leaves
+    t = time.time() - 10                    # older than a write takes, younger than CLAIM_STALE
+    os.utime(p, (t, t))
+    res, stats = bounded(lambda: sb.run_sweep(sweep(), tmp_path, progress=False))
+    assert stats["computed"] == 3 and res[1] == {"square": 1} and not p.exists()
+    err = capsys.readouterr().err
+    assert f"taking over the stale claim {p}: it names no owner" in err
+
+
+def test_a_claim_is_never_ownerless_while_it_exists(tmp_path):
+    store = sb.Store(tmp_path, "s")
+    p = store.claim_path({"i": 1})
+    p.parent.mkdir(parents=True)
+    claim, _ = sw.Claim.take(p)
+    try:
+        owner = json.loads(p.read_text())
+        assert owner["pid"] == os.getpid() and owner["host"] == socket.gethostname()
+        assert owner["pid_start"] == sw.process_start(os.getpid())
+        assert not list(p.parent.glob(".*.tmp"))             # written whole, then linked
+    finally:
+        claim.release()
+    assert not p.exists()
+
+
+def test_a_sweep_says_what_it_waits_for(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(sw, "CLAIM_POLL", 0.05)
+    store = sb.Store(tmp_path, "s")
+    p = _claim(store, {"i": 1}, "another-host", 4242)
+
+    def other_runner_finishes():
+        time.sleep(0.5)
+        store.save({"i": 1}, {"square": 1})
+        p.unlink()
+    t = threading.Thread(target=other_runner_finishes)
+    t.start()
+    sb.run_sweep(sweep(), tmp_path, progress=False)
+    t.join()
+    err = capsys.readouterr().err
+    assert err.count("waiting for") == 1                     # once, not once per poll
+    assert "s: waiting for 1 configuration(s) another runner is computing (another-host:4242:x, "\
+        "last heartbeat 0 s ago)" in err
+
+
+NOT_A_FILE = {
+    "a FIFO": (lambda p, tmp: (p.unlink(), os.mkfifo(p)), "is a FIFO, not a regular file"),
+    "a link to /dev/zero": (lambda p, tmp: (p.unlink(), os.symlink("/dev/zero", p)),
+                            "is a device, not a regular file"),
+    "a link out of the store": (lambda p, tmp: (os.replace(p, tmp / "elsewhere.json"),
+                                                os.symlink(tmp / "elsewhere.json", p)),
+                                "links out of the store"),
+    "over the size limit": (lambda p, tmp: None, "bytes, over the limit of 64"),
+}
+
+
+@pytest.mark.parametrize("how", list(NOT_A_FILE))
+def test_only_regular_files_inside_the_store_are_read(tmp_path, monkeypatch, how):
+    make, why = NOT_A_FILE[how]
+    log = tmp_path / "log"
+    monkeypatch.setenv("STORE_LOG", str(log))
+    out = tmp_path / "store"
+    sb.run_sweep(sweep(), out, progress=False)
+    store = sb.Store(out, "s")
+    p = store.path({"i": 1})
+    make(p, tmp_path)
+    if how == "over the size limit":
+        monkeypatch.setattr(sw, "MAX_RECORD_BYTES", 64, raising=False)
+    with pytest.warns(UserWarning, match=why):
+        res, stats = bounded(lambda: sb.run_sweep(sweep(), out, progress=False))
+    assert stats["computed"] == (3 if how == "over the size limit" else 1)
+    assert res[1] == {"square": 1} and 1 in [i for _, i in calls(log)][3:]
+    if how != "over the size limit":
+        assert p.is_file() and not p.is_symlink()            # recomputed, a regular file now
+        assert len(list(p.parent.glob(p.name + ".bad-*"))) == 1
+
+
+def test_editor_lock_files_in_the_package_neither_crash_nor_change_the_key(tmp_path,
+                                                                           monkeypatch):
+    pkg = tmp_path / "sensbook"
+    pkg.mkdir()
+    for f in sw._PACKAGE.glob("*.py"):
+        if f.stem.isidentifier():
+            (pkg / f.name).write_bytes(f.read_bytes())
+    monkeypatch.setattr(sw, "_PACKAGE", pkg)
+    clean = sw.version()
+    (pkg / ".#model.py").symlink_to("root@host.12345:1700000000")   # Emacs: a dangling link
+    (pkg / ".#geometry.py").write_text("root@host.12345:1700000000")  # Emacs without links
+    (pkg / "#volume.py#").write_text("autosave")
+    (pkg / "model copy.py").write_bytes((pkg / "model.py").read_bytes())
+    os.mkfifo(pkg / ".#train.py")
+    assert bounded(sw.version) == clean
+    (pkg / "model.py").write_text((pkg / "model.py").read_text() + "\n# edited\n")
+    assert sw.version() != clean                             # the modules still count

@@ -2,9 +2,11 @@
 import json
 import os
 import pathlib
+import re
 import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -171,9 +173,10 @@ def test_workers_give_the_same_results(tmp_path):
 
 
 def test_workers_are_spread_over_devices(tmp_path):
-    res, _ = sb.run_sweep(sweep(6, tag="device"), tmp_path, workers=2, devices=["dev0", "dev1"],
+    # two names torch accepts on any machine (a device is checked where it is read: issue 21)
+    res, _ = sb.run_sweep(sweep(6, tag="device"), tmp_path, workers=2, devices=["cpu:0", "cpu:1"],
                           progress=False)
-    assert {r["tag"] for r in res} <= {"dev0", "dev1"} and None not in {r["tag"] for r in res}
+    assert {r["tag"] for r in res} <= {"cpu:0", "cpu:1"} and None not in {r["tag"] for r in res}
     with pytest.raises(ValueError, match="devices"):
         sb.run_sweep(sweep(2), tmp_path, workers=1, devices=["cuda:0"])
 
@@ -239,3 +242,138 @@ def test_stored_results_record_device_and_seconds(tmp_path):
     assert rec["meta"]["seconds"] >= 0 and rec["meta"]["torch"]
 
 
+
+
+# ---- issue 21: interrupted and crowded sweeps, devices checked where read, calibrate ---------
+INTERRUPTED = """
+import sys
+import time
+sys.path.insert(0, {root!r})
+from sensbook.experiments import EXPERIMENTS, Experiment, registry
+from sensbook.cli import main
+registry()
+EXPERIMENTS["test.slow"] = Experiment(
+    "test.slow", lambda s: [{{"i": i, "sleep": 1.0}} for i in range(24)],
+    "tests.runtime.test_store:logged", lambda c: 1.0)
+sys.exit(main(["sweep", "test.slow", "--scale", "ci", "--out", {out!r}, "--workers", "2"]))
+"""
+
+
+def test_ctrl_c_stops_a_pool_at_once_keeps_what_is_stored_and_says_how_to_resume(tmp_path):
+    from tests.runtime.test_store import _alive
+    log, out = tmp_path / "log", tmp_path / "out"
+    env = {**os.environ, "STORE_LOG": str(log), "PYTHONPATH": str(ROOT), "SENSBOOK_PROGRESS": "0"}
+    p = subprocess.Popen([sys.executable, "-c", INTERRUPTED.format(root=str(ROOT), out=str(out))],
+                         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         start_new_session=True)
+    try:
+        deadline = time.time() + 120
+        while not list((out / "test.slow").glob("*.json")) and time.time() < deadline:
+            time.sleep(0.05)                 # both workers busy, claims held
+        os.killpg(p.pid, signal.SIGINT)      # Ctrl-C in a terminal: the whole process group
+        _, err = p.communicate(timeout=30)   # 24 x 1 s on 2 workers would take 12 s more
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+    assert p.returncode == 130, err
+    assert "Traceback" not in err and "run the same command again to resume" in err
+    stored = list((out / "test.slow").glob("*.json"))
+    assert 1 <= len(stored) < 24 and f"{len(stored)} of 24 configurations are stored" in err
+    assert not list((out / "test.slow").glob("*.claim"))    # released, nothing to wait for
+    workers = {pid for pid, _ in sb_calls(log)}
+    assert len(workers) == 2 and not any(_alive(w) for w in workers)
+    runner = "tests.runtime.test_store:logged"
+    store = sb.Store(out, "test.slow", sensbook.runtime.store.version(runner))
+    assert sum(store.done({"i": i, "sleep": 1.0}) for i in range(24)) == len(stored)
+
+
+def sb_calls(log):
+    from tests.runtime.test_store import calls as store_calls
+    return store_calls(log)
+
+
+class FakePool:
+    """A ProcessPoolExecutor stand-in that records its size and runs each job at once."""
+
+    sizes = []
+
+    def __init__(self, max_workers, **kwargs):
+        FakePool.sizes.append(max_workers)
+
+    def submit(self, fn, *args):
+        from concurrent.futures import Future
+        f = Future()
+        f.set_result(fn(*args))
+        return f
+
+    def shutdown(self, *a, **k):
+        pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *a):
+        self.shutdown()
+
+
+@pytest.mark.parametrize("cores, free_mb, cut, why", [
+    (2, 10**6, 2, "this machine has 2 core"),
+    (64, 1100, 2, "this machine has 1.1 GiB of memory available (512 MB per worker)"),
+])
+def test_workers_are_bounded_by_cores_and_memory_with_a_warning(tmp_path, monkeypatch, cores,
+                                                                 free_mb, cut, why):
+    import sensbook.runtime.sweep as sweep_mod
+    from sensbook.experiments import run_all
+    from tests.runtime.test_executors import fake_experiment
+    monkeypatch.setattr(sweep_mod, "ProcessPoolExecutor", FakePool)
+    monkeypatch.setattr(sweep_mod, "_cores", lambda: cores, raising=False)
+    monkeypatch.setattr(sweep_mod, "_available_mb", lambda: free_mb, raising=False)
+    monkeypatch.setattr(os, "cpu_count", lambda: cores)
+    FakePool.sizes = []
+    with pytest.warns(UserWarning, match=re.escape(f"workers=64 cut to {cut}: {why}")):
+        res, stats = sb.run_sweep(sweep(6), tmp_path / "a", workers=64, progress=False)
+    assert FakePool.sizes == [cut] and stats["computed"] == 6
+    assert [r["square"] for r in res] == [i * i for i in range(6)]
+    exp = fake_experiment(monkeypatch, n=5)               # `sweep all --workers 1000`: one pool
+    with pytest.warns(UserWarning, match=f"workers=1000 cut to {cut}"):
+        assert run_all([exp], "ci", tmp_path / "b", workers=1000, progress=False) == \
+            {"test.fake": (0, 5)}
+    assert FakePool.sizes == [cut, cut]
+    FakePool.sizes = []
+    sb.run_sweep(sweep(6), tmp_path / "c", workers=2, progress=False)   # within bounds: no cut
+    assert FakePool.sizes == [2]
+
+
+def test_a_bad_sensbook_device_is_refused_where_it_is_read(tmp_path, monkeypatch, capsys):
+    from tests.runtime.test_executors import fake_experiment
+    monkeypatch.setenv("SENSBOOK_DEVICE", "banana")
+    with pytest.raises(ValueError, match="SENSBOOK_DEVICE='banana' is not a torch device"):
+        sb.run_sweep(sweep(2), tmp_path, progress=False)
+    assert not snapshot(tmp_path / "fake")                   # nothing stored as run on "banana"
+    fake_experiment(monkeypatch, n=2)
+    assert main(["sweep", "test.fake", "--scale", "ci", "--out", str(tmp_path)]) == 2
+    assert "SENSBOOK_DEVICE='banana' is not a torch device" in capsys.readouterr().err
+    monkeypatch.setenv("SENSBOOK_DEVICE", "cpu")
+    sb.run_sweep(sweep(2), tmp_path, progress=False)
+    assert {sb.Store(tmp_path, "fake").record(c)["meta"]["device"] for c in sweep(2).configs} \
+        == {"cpu"}
+
+
+def test_calibrate_always_computes_in_a_scratch_store(tmp_path, monkeypatch, capsys):
+    from tests.runtime.test_executors import fake_experiment
+    exp = fake_experiment(monkeypatch, n=2)
+    out = tmp_path / "store"
+    sb.run_experiment(exp.name, "ci", out, progress=False)   # everything already stored
+    before = snapshot(out / exp.name)
+    log = tmp_path / "log"
+    monkeypatch.setenv("FAKE_LOG", str(log))
+    capsys.readouterr()
+    assert main(["calibrate", exp.name, "--out", str(out)]) == 0
+    assert calls(log) == [0, 1]                              # computed, not read from --out
+    text = capsys.readouterr().out
+    assert text.count("test.fake: measured") == 2 and "predicted     0.10 s" in text
+    assert snapshot(out / exp.name) == before                # what --out held is untouched
+    assert main(["calibrate", exp.name, "--out", str(tmp_path / "new")]) == 0
+    assert calls(log) == [0, 1, 0, 1]
+    assert len(snapshot(tmp_path / "new" / exp.name)) == 2   # kept where --out says

@@ -98,40 +98,6 @@ def published_url() -> str | None:
     return env.rstrip("/") + "/"
 
 
-#: Seconds to connect to the site, and the most seconds between two reads of a record.
-FETCH_TIMEOUT = 10.0
-#: Seconds all the fetches of one experiment (:func:`fetch_missing`) may take together.
-FETCH_BUDGET = 60.0
-
-
-class Unreachable(OSError):
-    """The site cannot serve records now (no network, too slow, a server error): stop asking."""
-
-
-class Refused(ValueError):
-    """One published record is not usable (too large, not JSON, fails the checks)."""
-
-
-def record_url(base: str, name: str, key: str) -> str:
-    return urllib.parse.urljoin(base, f"results/{urllib.parse.quote(name)}/{key}.json")
-
-
-def fetch(url: str, deadline: float | None = None, timeout: float | None = None):
-    """The published record at ``url`` (parsed JSON), or None if the site has none (HTTP 404).
-    :class:`Unreachable` when the site cannot answer in time (``timeout`` seconds to connect and
-    between reads, default ``FETCH_TIMEOUT``; all by ``deadline``, a ``time.monotonic()``
-    value) or fails; :class:`Refused` when the record is larger than ``MAX_RECORD_BYTES`` or
-    is not JSON."""
-    from . import store as _store
-
-    timeout = FETCH_TIMEOUT if timeout is None else timeout
-    deadline = time.monotonic() + FETCH_BUDGET if deadline is None else deadline
-    limit = _store.MAX_RECORD_BYTES
-    left = lambda: deadline - time.monotonic()
-    if left() <= 0:
-        raise Unreachable(f"the time budget of {FETCH_BUDGET:g} s for fetching is spent")
-
-
 #: The published store's list of keys per experiment, beside the experiments' folders.
 INDEX = "index.json"
 #: The most bytes of the index read (a few hundred keys per experiment take kilobytes).
@@ -170,6 +136,40 @@ def published_keys(base: str, timeout: float | None = None):
         except (OSError, ValueError, KeyError, TypeError, AttributeError):
             _index_cache[base] = None
     return _index_cache[base]
+
+
+#: Seconds to connect to the site, and the most seconds between two reads of a record.
+FETCH_TIMEOUT = 10.0
+#: Seconds all the fetches of one experiment (:func:`fetch_missing`) may take together.
+FETCH_BUDGET = 60.0
+
+
+class Unreachable(OSError):
+    """The site cannot serve records now (no network, too slow, a server error): stop asking."""
+
+
+class Refused(ValueError):
+    """One published record is not usable (too large, not JSON, fails the checks)."""
+
+
+def record_url(base: str, name: str, key: str) -> str:
+    return urllib.parse.urljoin(base, f"results/{urllib.parse.quote(name)}/{key}.json")
+
+
+def fetch(url: str, deadline: float | None = None, timeout: float | None = None):
+    """The published record at ``url`` (parsed JSON), or None if the site has none (HTTP 404).
+    :class:`Unreachable` when the site cannot answer in time (``timeout`` seconds to connect and
+    between reads, default ``FETCH_TIMEOUT``; all by ``deadline``, a ``time.monotonic()``
+    value) or fails; :class:`Refused` when the record is larger than ``MAX_RECORD_BYTES`` or
+    is not JSON."""
+    from . import store as _store
+
+    timeout = FETCH_TIMEOUT if timeout is None else timeout
+    deadline = time.monotonic() + FETCH_BUDGET if deadline is None else deadline
+    limit = _store.MAX_RECORD_BYTES
+    left = lambda: deadline - time.monotonic()
+    if left() <= 0:
+        raise Unreachable(f"the time budget of {FETCH_BUDGET:g} s for fetching is spent")
 
 
     req = urllib.request.Request(url, headers={"User-Agent": "sensbook"})

@@ -1,5 +1,6 @@
 """Chapter 4's experiments (sensbook/experiments/ch4.py)."""
 import numpy as np
+import pytest
 import torch
 
 import sensbook as sb

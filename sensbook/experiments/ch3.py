@@ -191,7 +191,7 @@ def _worst_cost(c):
 
 def _worst_influence_cost(c):
     strings = 2 + len(flip_bits(c["N"], c["K"]))
-    return 1.2 + 1.4e-9 * c["P"] * c["steps"] * strings * _work(c, c["N"] + 1)
+    return 0.6 + 5.0e-10 * c["P"] * c["steps"] * strings * _work(c, c["N"] + 1)
 
 
 def _influence_cost(c):

@@ -140,7 +140,7 @@ def _ch4_cor43_configs(scale):
 
 def _cor43_cost(c):
     k = len(flip_bits(c["N"], c["K"]))
-    return 0.4 + 0.7e-9 * (c["n_pts"] + 2 * c["n_beta"]) * (1 + k) * _zone_work(
+    return 0.4 + 2.2e-10 * (c["n_pts"] + 2 * c["n_beta"]) * (1 + k) * _zone_work(
         c, c["N"] + 1)
 
 

@@ -1,9 +1,10 @@
 """Exact transformers for PARITY, FIRST and MAJORITY inside :class:`sensbook.Recognizer`.
 
 After Chiang & Cholak (2022): layer norm with eps = 0 turns an O(1/N) (or O(1/N^2)) difference
-at the eos position into a constant +-1 output. These are the book's proof of *expressivity*
-(the first half of Cor. 5.1-5.4: the parameter sets are non-empty; Theorem 4.5 says they are
-Lebesgue-null). The parameters are rebuilt from the description in ``shared/constructions.md``,
+at the eos position into a constant +-1 output. These are the book's evidence of
+*expressivity* (the first half of Cor. 5.1-5.4: the parameter sets are non-empty), checked on
+every string at the lengths the chapter runs, not proved for every N; Theorem 4.5 says the
+parameters doing so at all large N are Lebesgue-null, under its hypotheses. The parameters are rebuilt from the description in ``shared/constructions.md``,
 adapted to this package's model, and do not depend on N (the positional features n/(N+1),
 (-1)^n and 1[n=1] carry the length); ``N`` is only validated.
 
@@ -98,8 +99,8 @@ def _parity_params(gamma: float = 1.0):
       then scales all positions alike.
     * Layer 2 attention, two heads from eos: queries gamma * te, keys +r and -r, values b.
       Head 1 puts weight e^{+lam} on even positions, head 2 on odd ones; their difference at the
-      bump position is > 0 iff n = k + 1 is even iff k is odd (proved in the chapter for any
-      lam > 0, any N), of size about 2 tanh(lam) u / (N+1) ~ 1/N^2.
+      bump position is > 0 iff n = k + 1 is even iff k is odd (checked on every string at the
+      lengths the chapter runs, not proved here), of size about 2 tanh(lam) u / (N+1) ~ 1/N^2.
     * Layer 2 FFN erases te, r, b: at eos only o is left (t0 = t1 = 0 there), and the final LN
       (eps = 0) makes T = +-1. Other positions keep their token coordinate, so no layer-norm
       input anywhere has zero variance and the blowup beta (:meth:`Recognizer.trace`) is finite.

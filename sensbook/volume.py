@@ -29,7 +29,8 @@ from .settings import progress as _progress
 
 __all__ = ["perturb", "Agreement", "agreement", "basin_curve", "critical_sigma", "fit_power",
            "affine_class", "table_ids", "ids_to_tables", "wilson_interval",
-           "parameter_function_map", "census_from_ids", "FunctionCensus", "theorem45_bound"]
+           "parameter_function_map", "census_from_ids", "FunctionCensus", "theorem45_bound",
+           "theorem45_exponent", "theorem45_applies"]
 
 NOISE = ("uniform", "gaussian")
 
@@ -188,9 +189,31 @@ def fit_power(x, y):
     return float(coef[1]), se, float(coef[0])
 
 
-def theorem45_bound(N, D: int, L: int):
-    """N^((D-1)/(2L) - 5): Theorem 4.5's lower bound on K_0 (constants unknown; asymptotic)."""
-    return np.asarray(N, float) ** ((D - 1) / (2 * L) - 5)
+def theorem45_exponent(D: int, n_norms: int) -> float:
+    """(D - 1) / (2 n) - 5: the exponent of Theorem 4.5's bound, n = number of layer norms.
+
+    **CHOICE (the count).** The theorem's exponent spends one small-ball factor
+    P(var < t) ~ t^((D-1)/2) per normalisation the blowup beta multiplies over (Lemma 4.2
+    bounds each of them by N^(zeta/(2n))), and the paper's notation has one coefficient z per
+    layer and position, i.e. one layer norm per layer: its L counts normalisations. So for a
+    model with two layer norms per layer, as the book's post-LN recognizer, n = 2L: the same
+    count Lemma 3.2's cap (1 + 1/sqrt(eps))^(2L) uses (:func:`sensbook.blowup_bound`).
+    """
+    for name, v in (("D", D), ("n_norms", n_norms)):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+            raise ValueError(f"{name} must be an integer >= 1, got {v!r}")
+    return (D - 1) / (2 * n_norms) - 5
+
+
+def theorem45_applies(D: int, n_norms: int) -> bool:
+    """Theorem 4.5's width condition: its exponent is positive iff D >= 10 n + 2."""
+    return theorem45_exponent(D, n_norms) > 0
+
+
+def theorem45_bound(N, D: int, n_norms: int):
+    """N^((D-1)/(2n) - 5): Theorem 4.5's lower bound on K_0 for a model with n layer norms
+    (:func:`theorem45_exponent`; constants unknown; asymptotic; with margin xi > 0, eps = 0)."""
+    return np.asarray(N, float) ** theorem45_exponent(D, n_norms)
 
 
 def affine_class(table: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -138,6 +138,16 @@ def test_theorem45_bound():
     assert np.isclose(sb.theorem45_bound(64, 64, 2), 64 ** (63 / 4 - 5))
 
 
+def test_theorem45_width_condition_counts_layer_norms():
+    # positive exponent iff D >= 10 n + 2, n the number of layer norms
+    for n in (1, 2, 4):
+        assert not sb.theorem45_applies(10 * n + 1, n) and sb.theorem45_applies(10 * n + 2, n)
+    # the book's post-LN recognizer with L = 2 has n = 4: D = 16 is outside, D = 42 inside
+    assert not sb.theorem45_applies(16, 4) and sb.theorem45_applies(42, 4)
+    with pytest.raises(ValueError, match="n_norms"):
+        sb.theorem45_exponent(16, 0)
+
+
 # ---- chapter 5's experiments ------------------------------------------------------------
 
 

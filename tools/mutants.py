@@ -58,6 +58,16 @@ MUTANTS = (
     Mutant("perturb-ignores-sigma", "sb.perturb adds noise of a fixed size, whatever sigma is",
            "volume.py", "theta + sigma * noise", "theta + 1e-2 * noise",
            ("ch5_measure_zero", "ch4_eps_zero")),
+    Mutant("influence-wrong-position", "a flip of bit i is computed at bit i + 1 (mod N)",
+           "geometry.py", "flips[torch.arange(1, len(bits) + 1), bits] = 1",
+           "flips[torch.arange(1, len(bits) + 1), (bits + 1) % N] = 1",
+           ("ch3_eps_positive", "ch4_eps_zero")),
+    Mutant("search-wrong-objective", "the worst-case search maximises |T(x)|, not the flip",
+           "hinge.py", "d = (T[:, 1:] - T[:, :1]).abs().amax(-1)",
+           "d = T[:, :1].abs().amax(-1)", ("ch3_eps_positive",)),
+    Mutant("census-ignores-eps", "the K_0 census at eps > 0 runs at eps = 0",
+           "experiments/ch5.py", "    sub.eps = eps\n", "    sub.eps = 0.0\n",
+           ("ch5_measure_zero",)),
 )
 
 

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import torch
 
-from ..geometry import (distinct_functions, flip_bits, flip_influence, lipschitz_theta,
-                        maximise_blowup, random_strings, recognition)
+from ..constructions import first_transformer
+from ..geometry import (distinct_functions, flip_bits, lipschitz_theta, maximise_blowup,
+                        random_strings, recognition)
+from ..hinge import flip_hinge, maximise_influence
 from ..model import Recognizer
 from ..settings import device
 from . import Experiment, dec, enc, pick, register  # noqa: F401 (dec: for the chapter)
@@ -47,14 +49,40 @@ def worst_blowup_one(c: dict) -> dict:
 
 def influence_one(c: dict) -> dict:
     """Max over ``c["B"]`` strings and ``c["K"]`` bits of one flip's influence, per
-    model."""
+    model; and for every (model, string, bit) the two sides of Lemma 2.9: ``n_dT`` =
+    N |T(x) - T(x xor e_i)| and ``beta_pair`` = beta(x) beta(x xor e_i), shape (P, B, k)."""
     m = _model(c, c["P"], c["seed"])
     x = random_strings(c["N"], c["B"], seed=c["N"])
     bits = flip_bits(c["N"], c["K"])
     per = m.memory_per_string(c["N"]) * (1 + len(bits))  # one string, its flips
     chunk = max(1, int(2**30 // per))
-    inf = flip_influence(m, x, bits, chunk=chunk).amax((1, 2))
-    return {"max_influence": enc(inf.double().cpu().numpy())}
+    h = flip_hinge(m, x, bits, chunk=chunk)
+    dT = h["dT"].double().cpu().numpy()
+    return {"max_influence": enc(dT.max((1, 2))), "n_dT": enc(c["N"] * dT),
+            "beta_pair": enc(h["beta_pair"].double().cpu().numpy())}
+
+
+#: The worst case of the influence is searched in the FIRST construction's architecture
+#: (D = 12, L = 2, H = 1, F = 8), so that the construction is one of the starts.
+WORST_ARCH = dict(D=12, L=2, H=1, F=8)
+
+
+def worst_influence_one(c: dict) -> dict:
+    """Gradient ascent on the largest flip of one string (:func:`maximise_influence`) over
+    theta in the box [-1, 1]^M at length ``c["N"]``: from the exact FIRST construction
+    (``c["start"] == "FIRST"``) or from ``c["P"]`` uniform random points of the box.
+    Returns per start: ``start`` and ``end``, max over all N bits of |T(x) - T(x xor e_i)|
+    before and after the search, and ``per_bit`` (P, N): each bit's |Delta T_i| before."""
+    if c["start"] == "FIRST":
+        m = first_transformer(eps=c["eps"], device=device())
+    else:
+        m = Recognizer.random(c["P"], eps=c["eps"], init="uniform", seed=c["seed"],
+                              dtype=torch.float64, device=device(), **WORST_ARCH)
+    x = random_strings(c["N"], 1, seed=c["N"]).double()
+    per_bit = flip_hinge(m, x, blowups=False)["dT"][:, 0].double().cpu().numpy()
+    start, end = maximise_influence(m, x, flip_bits(c["N"], c["K"]), steps=c["steps"],
+                                    lr=tuple(c["lr"]), box=1.0)
+    return {"start": enc(start), "end": enc(end), "per_bit": enc(per_bit)}
 
 
 def recognition_one(c: dict) -> dict:
@@ -95,6 +123,18 @@ def _ch3_worst_configs(scale):
         dict(eps=e, P=P, steps=steps, N=16, lr=[0.05, 1e-7], seed=s, **ARCH)
         for e in (0.0, 1e-4, 1e-2, 1e-1)
         for s in range(seeds)
+    ]
+
+
+def _ch3_worst_influence_configs(scale):
+    Ns, P = pick(scale, ci=([8, 32, 128], 3), book=([8, 32, 128, 256], 3),
+                 paper=([8, 32, 128, 256, 512, 1024], 8))
+    return [
+        dict(eps=e, N=N, start=st, P=1 if st == "FIRST" else P, K=8, steps=150,
+             lr=[0.05, 1e-4], seed=N, **WORST_ARCH)
+        for e in EPS
+        for N in Ns
+        for st in ("FIRST", "random")
     ]
 
 
@@ -149,6 +189,11 @@ def _worst_cost(c):
     return 0.2 + 5.0e-8 * c["P"] * c["steps"] * _work(c, c["N"] + 1)
 
 
+def _worst_influence_cost(c):
+    strings = 2 + len(flip_bits(c["N"], c["K"]))
+    return 0.6 + 5.0e-10 * c["P"] * c["steps"] * strings * _work(c, c["N"] + 1)
+
+
 def _influence_cost(c):
     strings = c["B"] * (1 + len(flip_bits(c["N"], c["K"])))
     return 0.02 + 1.0e-10 * c["P"] * strings * _work(c, c["N"] + 1)
@@ -169,6 +214,15 @@ register(
         "sensbook.experiments.ch3:worst_blowup_one",
         _worst_cost,
         doc="worst case over theta: gradient ascent on the blowup",
+    )
+)
+register(
+    Experiment(
+        "ch3.worst_influence",
+        _ch3_worst_influence_configs,
+        "sensbook.experiments.ch3:worst_influence_one",
+        _worst_influence_cost,
+        doc="worst case over theta of the largest flip, eps = 0 and > 0",
     )
 )
 register(

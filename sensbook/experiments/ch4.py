@@ -10,8 +10,9 @@ import numpy as np
 import torch
 
 from ..boolean import index_to_strings
-from ..geometry import (danger_center, layer_norm_variances, output_table, random_strings,
-                        with_flips)
+from ..geometry import (danger_center, flip_bits, layer_norm_variances, output_table,
+                        random_strings, with_flips)
+from ..hinge import flip_hinge, flip_sensitivity
 from ..model import Recognizer, blowup
 from ..profile import classify, profile_from_table
 from ..settings import device
@@ -158,6 +159,39 @@ def _eps_cmp_cost(c):
     return 0.1 + 1.55e-6 * (c["stop"] - c["start"]) * 2 ** c["N"] * (c["N"] + 1) * len(c["eps"])
 
 
+def cor43_one(c: dict) -> dict:
+    """Cor. 4.3 in the danger-zone ball: for ``c["n_pts"]`` points of the ball (the same
+    points at every N) and one string x of length ``c["N"]``, the flips of the bits
+    ``flip_bits(N, c["K"])``: ``max_dT`` (max_i |T(x) - T(x xor e_i)|), ``s_k`` (how many of
+    those flips change the label of x, margin 0) and ``abs_T`` (|T(x)|), per point. For the
+    first ``c["n_beta"]`` points also both sides of Lemma 2.9 per bit: ``n_dT`` (N |Delta
+    T_i|) and ``beta_pair`` (beta(x) beta(x xor e_i)), shape (n_beta, k)."""
+    ball = _zone_ball(c, c["n_pts"])
+    x = random_strings(c["N"], 1, seed=c["N"])
+    bits = flip_bits(c["N"], c["K"])
+    h = flip_hinge(ball, x, bits, blowups=False)
+    s_k = flip_sensitivity(h["T"], h["T_flip"], 0.0)[:, 0]
+    hb = flip_hinge(ball.select(slice(0, c["n_beta"])), x, bits)
+    as_np = lambda t: t.double().cpu().numpy()
+    return {"max_dT": enc(as_np(h["dT"][:, 0].amax(-1))), "s_k": s_k.cpu().tolist(),
+            "abs_T": enc(as_np(h["T"][:, 0].abs())),
+            "n_dT": enc(c["N"] * as_np(hb["dT"][:, 0])),
+            "beta_pair": enc(as_np(hb["beta_pair"][:, 0]))}
+
+
+def _ch4_cor43_configs(scale):
+    Ns, n_pts, n_beta = pick(scale, ci=([16, 32, 64, 128], 4000, 400),
+                             book=([16, 32, 64, 128, 256], 10_000, 1000),
+                             paper=([16, 32, 64, 128, 256, 512, 1024], 40_000, 2000))
+    return [dict(N=N, n_pts=n_pts, n_beta=n_beta, K=8, **ZONE) for N in Ns]
+
+
+def _cor43_cost(c):
+    k = len(flip_bits(c["N"], c["K"]))
+    return 0.4 + 2.2e-10 * (c["n_pts"] + 2 * c["n_beta"]) * (1 + k) * _zone_work(
+        c, c["N"] + 1)
+
+
 def _ch4_small_ball_configs(scale):
     Ds, n, blocks = pick(
         scale,
@@ -232,6 +266,15 @@ register(
         "sensbook.experiments.ch4:danger_zone_one",
         _zone_cost,
         doc="blowup in a danger-zone ball: one string, its neighbours",
+    )
+)
+register(
+    Experiment(
+        "ch4.cor43",
+        _ch4_cor43_configs,
+        "sensbook.experiments.ch4:cor43_one",
+        _cor43_cost,
+        doc="Cor. 4.3 and Lemma 2.9 in the danger-zone ball: flips and sensitivity of x",
     )
 )
 register(

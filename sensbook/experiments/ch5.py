@@ -44,9 +44,14 @@ SIZES = {
     "pf": dict(ci=dict(n_models=16384, chunk=16384), book=dict(n_models=49152, chunk=16384),
                paper=dict(n_models=4_915_200, chunk=163_840)),
 }
-#: The random populations of the K_0 census: (D, L); all but (8, 1) have D >= 10 L + 2.
-K0_ARCHS = [(8, 1), (16, 1), (24, 2), (32, 2)]
+#: The random populations of the K_0 census: (D, L). Counting the 2L layer norms of the
+#: post-LN recognizer (:func:`sensbook.theorem45_exponent`), only (24, 1) satisfies Theorem
+#: 4.5's width condition D >= 10 (2L) + 2; the others are outside its hypothesis.
+K0_ARCHS = [(8, 1), (16, 1), (24, 1), (24, 2), (32, 2)]
 K0_MARGIN, K0_N0 = 0.01, 4          # margin of the census; the length that fixes the models
+#: The census is also run at this eps > 0 on the same theta, at the exhaustive lengths up to
+#: ``K0_EPS_NMAX`` (the fixed models are chosen at eps = 0 either way).
+K0_EPS, K0_EPS_NMAX = 0.1, 12
 PF_ARCH, PF_NS, PF_BATCH = (8, 2), [3, 4, 5], 4096
 BASIN_NOISE = ("uniform", "gaussian")
 
@@ -187,6 +192,8 @@ def _k0_configs(scale):
                     members=[a, min(a + s["block"], s["P"])])
             out += [dict(base, N=N, n_samples=None) for N in s["Ns"]]
             out += [dict(base, N=N, n_samples=s["n_samples"]) for N in s["sampled"]]
+            out += [dict(base, N=N, n_samples=None, eps=K0_EPS) for N in s["Ns"]
+                    if N <= K0_EPS_NMAX]
     return out
 
 
@@ -200,7 +207,8 @@ def _k0_cost(c):
     N, n = c["N"], c["n_samples"]
     evals = 2**N if n is None else n * (N + 1)
     models = _K0_KEEP * (c["members"][1] - c["members"][0])
-    return 0.1 + _K0_UNIT[c["L"]] * models * evals * (N + 1) * (1 + (N + 1) / 128)
+    twice = 2 if c.get("eps") else 1                 # eps > 0: also the eps = 0 labels
+    return 0.1 + twice * _K0_UNIT[c["L"]] * models * evals * (N + 1) * (1 + (N + 1) / 128)
 
 
 def k0_fixed_models(config: dict, model: Recognizer | None = None) -> list:
@@ -222,7 +230,10 @@ def k0_growth_one(config: dict) -> dict:
     ``config``: ``D``, ``L``, ``P`` and ``seed`` (the population ``Recognizer.random(P, D, L,
     seed=seed)``), ``members`` [a, b) (the block), ``margin``, ``N0`` (see
     :func:`k0_fixed_models`), ``N`` and ``n_samples`` (None: exhaustive; else that many uniform
-    strings, seed N, the same for every model). Per fixed model: ``counts`` (complete strings
+    strings, seed N, the same for every model), and ``eps`` (default 0; the fixed models are
+    chosen at eps = 0 whatever it is, so both eps follow the same theta; with eps > 0,
+    exhaustive only, also ``changed``: per model, the strings whose label differs from their
+    label at eps = 0). Per fixed model: ``counts`` (complete strings
     by sensitivity), ``unknown`` (undecided, non-finite or incomplete strings, never counted as
     a class), ``constant`` (complete and constant at N); when exhaustive also ``affine`` and
     ``reads_x1`` (:func:`affine_class` of the truth table); and ``n_strings``, ``exact``.
@@ -238,8 +249,16 @@ def k0_growth_one(config: dict) -> dict:
     if not fixed:
         return out
     sub = pop.select(fixed).to(device())
+    eps = config.get("eps", 0.0)
+    if eps:
+        if config["n_samples"] is not None:
+            raise ValueError("the eps > 0 census is exhaustive only (n_samples=None)")
+        table0 = truth_table(sub, config["N"], margin=config["margin"], progress=False).cpu()
+    sub.eps = eps
     if config["n_samples"] is None:
         table = truth_table(sub, config["N"], margin=config["margin"], progress=False).cpu()
+        if eps:
+            out["changed"] = (table != table0).sum(-1).tolist()
         pr = profile_from_table(table)
         m, S = affine_class(table)
         out["affine"], out["reads_x1"] = m.tolist(), S[:, 0].tolist()
@@ -253,19 +272,21 @@ def k0_growth_one(config: dict) -> dict:
     return out
 
 
-def k0_merge(configs, results) -> dict:
-    """Merge :func:`k0_growth_one` results by (D, L, N): the fixed models of every block in
-    order, with numpy arrays ``members``, ``counts``, ``k0`` (K_0/2^N over all strings, or its
-    sampled estimate), ``unknown`` (fraction of strings with undecided or incomplete
-    sensitivity), ``constant``, ``affine`` and ``reads_x1`` (exhaustive only, else None); and
+def k0_merge(configs, results, eps: float = 0.0) -> dict:
+    """Merge the :func:`k0_growth_one` results at ``eps`` by (D, L, N): the fixed models of
+    every block in order, with numpy arrays ``members``, ``counts``, ``k0`` (K_0/2^N over all
+    strings, or its sampled estimate), ``unknown`` (fraction of strings with undecided or
+    incomplete sensitivity), ``constant``, ``affine`` and ``reads_x1`` (exhaustive only, else
+    None), ``changed`` (eps > 0: strings whose label differs from eps = 0, else None); and
     ``exact``, ``n_strings``."""
     merged = {}
-    for c, r in sorted(zip(configs, results), key=lambda cr: cr[0]["members"][0]):
+    pairs = [(c, r) for c, r in zip(configs, results) if c.get("eps", 0.0) == eps]
+    for c, r in sorted(pairs, key=lambda cr: cr[0]["members"][0]):
         m = merged.setdefault((c["D"], c["L"], c["N"]), {"members": [], "counts": [],
                                                      "unknown": [], "constant": [],
                                                      "exact": r["exact"],
                                                      "n_strings": r["n_strings"]})
-        for k in ("members", "counts", "unknown", "constant", "affine", "reads_x1"):
+        for k in ("members", "counts", "unknown", "constant", "affine", "reads_x1", "changed"):
             m.setdefault(k, [])
             m[k] += r.get(k, [])
     out = {}
@@ -278,7 +299,8 @@ def k0_merge(configs, results) -> dict:
                      "constant": np.array(m["constant"], dtype=bool),
                      "counts": counts.astype(np.int64),
                      "affine": np.array(m["affine"], dtype=int) if m["exact"] else None,
-                     "reads_x1": np.array(m["reads_x1"], dtype=bool) if m["exact"] else None}
+                     "reads_x1": np.array(m["reads_x1"], dtype=bool) if m["exact"] else None,
+                     "changed": np.array(m["changed"], dtype=int) if eps else None}
     return out
 
 

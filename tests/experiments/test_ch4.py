@@ -81,3 +81,21 @@ def test_eps_comparison_blocks_merge_into_the_whole_population():
         assert agree == pytest.approx(((T > 0) == (T0 > 0)).double().mean().item(), abs=1e-12)
         assert k0 == pytest.approx(prof.fractions[:, 0].double().mean().item(), abs=1e-12)
     assert rows[0][1] == 1.0 and rows[-1][1] < 1.0       # eps = 1 changes some labels here
+
+
+@torch.no_grad()
+def test_cor43_runner_counts_the_label_changes_of_the_k_flips():
+    c = dict(N=16, n_pts=20, n_beta=5, K=4, **ch4.ZONE)
+    r = ch4.cor43_one(c)
+    ball = ch4._zone_ball(c, 20)
+    x = sb.random_strings(16, 1, seed=16)
+    bits = sb.flip_bits(16, 4)
+    T = ball(x)[:, 0]
+    s = torch.zeros(20, dtype=torch.long)
+    for i in bits:
+        y = x.clone()
+        y[:, i] = 1 - y[:, i]
+        s += ((ball(y)[:, 0] > 0) != (T > 0)).long()
+    assert r["s_k"] == s.tolist()
+    assert np.array(r["n_dT"]).shape == (5, len(bits))
+    assert np.allclose(np.array(r["abs_T"]), T.abs().double().numpy())

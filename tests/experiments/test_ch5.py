@@ -105,3 +105,21 @@ def test_exact_check_experiment_and_a_broken_weight(name, monkeypatch):
     broken = lambda device=None: sb.Recognizer.from_parameters(params, H=H, device=device)
     monkeypatch.setitem(sb.constructions.BUILDERS, name, broken)
     assert not ch5.exact_check(dict(name=name, N=N, n_samples=None))["correct"]
+
+
+def test_k0_census_at_eps_follows_the_same_models_and_counts_changed_labels():
+    """eps > 0 profiles the fixed models chosen at eps = 0, at eps; ``changed`` is the number
+    of labels that differ from eps = 0 (an independent truth table at each eps)."""
+    base = _k0_config([0, 24], 6)
+    c0, c1 = base, dict(base, eps=0.5)
+    m0 = ch5.k0_merge([c0, c1], [ch5.k0_growth_one(c0), ch5.k0_growth_one(c1)])[8, 1, 6]
+    m1 = ch5.k0_merge([c0, c1], [ch5.k0_growth_one(c0), ch5.k0_growth_one(c1)],
+                      eps=0.5)[8, 1, 6]
+    assert np.array_equal(m0["members"], m1["members"]) and m0["changed"] is None
+    sub = sb.Recognizer.random(24, 8, 1, seed=3).select(m1["members"].tolist())
+    t0 = sb.truth_table(sub, 6, margin=0.01, progress=False)
+    sub.eps = 0.5
+    t1 = sb.truth_table(sub, 6, margin=0.01, progress=False)
+    assert np.array_equal(m1["changed"], (t0 != t1).sum(-1).numpy())
+    assert m1["changed"].sum() > 0
+    assert np.array_equal(m1["counts"], sb.profile_from_table(t1).counts.numpy())

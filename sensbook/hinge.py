@@ -1,0 +1,145 @@
+"""The hinge between blowup and sensitivity: Lemma 2.9, Cor. 3.3 and Cor. 4.3 measured.
+
+The argument of Kövér et al. (2026) goes from "the blowup beta is small" to "a flip moves T
+little" (Lemma 2.9: |T(x) - T(x xor e_i)| <= C beta(x) beta(x xor e_i) / N) and from there to
+"x has sensitivity 0" (Cor. 3.3 / 3.4 for eps > 0, Cor. 4.3 for eps = 0). This module measures
+that hinge for populations of :class:`sensbook.Recognizer` models:
+
+* :func:`flip_hinge`: T on x and on x xor e_i, the flip sizes |Delta T_i| and the blowup product
+  beta(x) beta(x xor e_i) of Lemma 2.9, in one traced pass;
+* :func:`lemma29_ratio`: N |Delta T_i| / (beta(x) beta(x xor e_i)), whose supremum is the
+  constant C of Lemma 2.9;
+* :func:`flip_sensitivity`: the number of flipped bits whose label (margin xi) differs from
+  that of x (the sensitivity of x restricted to those bits);
+* :func:`maximise_influence`: the worst case over theta in a box of the largest flip,
+  max_i |T(x) - T(x xor e_i)|, by gradient ascent (what Cor. 3.3/3.4 bound for every theta).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+
+from .geometry import with_flips
+from .model import Recognizer
+from .profile import ACCEPT, REJECT, classify
+
+__all__ = ["flip_hinge", "lemma29_ratio", "flip_sensitivity", "maximise_influence"]
+
+
+def _check_model(model):
+    if not isinstance(model, Recognizer):
+        raise ValueError(f"model must be a sensbook.Recognizer, got {type(model).__name__}")
+    return model
+
+
+@torch.no_grad()
+def flip_hinge(model: Recognizer, x, bits=None, *, chunk: int = 64, blowups: bool = True):
+    """T(x), T(x xor e_i) and the blowups of Lemma 2.9, for each model, string and bit.
+
+    ``x`` (B, N); ``bits`` positions (default all N). Returns a dict of tensors: ``T`` (P, B),
+    ``T_flip`` (P, B, k), ``dT`` = |T_flip - T| (P, B, k) and, with ``blowups``,
+    ``beta_pair`` = beta(x) beta(x xor e_i) (P, B, k) (+inf where a layer-norm input has
+    variance exactly 0 at eps = 0). Strings are evaluated ``chunk`` at a time with their flips.
+    """
+    model = _check_model(model)
+    x = torch.as_tensor(x).float()
+    if x.dim() != 2:
+        raise ValueError(f"x must have shape (B, N), got {tuple(x.shape)}")
+    bits = torch.arange(x.shape[1]) if bits is None else torch.as_tensor(bits)
+    if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 1:
+        raise ValueError(f"chunk must be an integer >= 1, got {chunk!r}")
+    Ts, Bs = [], []
+    for a in range(0, x.shape[0], chunk):
+        xs = with_flips(x[a:a + chunk], bits)                       # (b, 1+k, N)
+        b, k1, N = xs.shape
+        if blowups:
+            T, tr = model.trace(xs.reshape(b * k1, N))
+            Bs.append(tr.beta.reshape(model.P, b, k1))
+        else:
+            T = model(xs.reshape(b * k1, N))
+        Ts.append(T.reshape(model.P, b, k1))
+    T = torch.cat(Ts, 1)
+    out = {"T": T[..., 0], "T_flip": T[..., 1:], "dT": (T[..., 1:] - T[..., :1]).abs()}
+    if blowups:
+        beta = torch.cat(Bs, 1)
+        out["beta_pair"] = beta[..., :1] * beta[..., 1:]
+    return out
+
+
+def lemma29_ratio(N: int, dT, beta_pair) -> np.ndarray:
+    """N |Delta T_i| / (beta(x) beta(x xor e_i)): the constant Lemma 2.9 needs for this flip.
+
+    Lemma 2.9 says this is at most C for every theta, x, i and N; its largest value over a
+    sample is a lower bound on C. Non-finite blowups give ratio 0 (the bound is vacuous)."""
+    dT = np.asarray(dT, dtype=float)
+    bp = np.asarray(beta_pair, dtype=float)
+    if dT.shape != bp.shape:
+        raise ValueError(f"dT and beta_pair must have the same shape, got {dT.shape}, {bp.shape}")
+    if not np.isfinite(dT).all():
+        raise ValueError("dT must be finite (a NaN output is never a flip size)")
+    return np.where(np.isfinite(bp), N * dT / bp, 0.0)
+
+
+def flip_sensitivity(T, T_flip, margin: float = 0.0) -> torch.Tensor:
+    """How many of the flipped bits change the label of x (Cor. 4.3's k bits): (P, B).
+
+    Labels with margin ``margin`` (:func:`sensbook.classify`): a flip counts when x and
+    x xor e_i are both decided and differ. NaN outputs are an error, never a label."""
+    T, T_flip = torch.as_tensor(T), torch.as_tensor(T_flip)
+    if torch.isnan(T).any() or torch.isnan(T_flip).any():
+        raise ValueError("T holds NaN: a zero-variance layer norm at eps = 0")
+    lx, lf = classify(T, margin).unsqueeze(-1), classify(T_flip, margin)
+    decided = lambda lab: (lab == ACCEPT) | (lab == REJECT)
+    return (decided(lx) & decided(lf) & (lx != lf)).sum(-1)
+
+
+def maximise_influence(model: Recognizer, x, bits, *, steps: int = 150,
+                       lr: tuple = (0.05, 1e-4), box: float = 1.0):
+    """Gradient ascent over theta in the box [-box, box]^M on the largest flip of one string.
+
+    Objective: log max_i |T(theta, x) - T(theta, x xor e_i)| over the positions ``bits``, for
+    the one string ``x`` (shape (1, N)); the P models are P independent starts, changed in
+    place. Adam with a step size decaying geometrically from ``lr[0]`` to ``lr[1]``, every
+    parameter clipped to the box after each step. Returns (start, end): the largest flip over
+    *all* N bits of x, per start, before and after the search (float64 numpy, shape (P,)).
+    Cor. 3.3 says that with eps > 0 the end value is at most C(Theta, eps) / N for every theta.
+    """
+    model = _check_model(model)
+    x = torch.as_tensor(x).to(model.dtype)
+    if x.dim() != 2 or x.shape[0] != 1:
+        raise ValueError(f"x must have shape (1, N), got {tuple(x.shape)}")
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
+        raise ValueError(f"steps must be an integer >= 1, got {steps!r}")
+    if not (isinstance(box, (int, float)) and math.isfinite(box) and box > 0):
+        raise ValueError(f"box must be a finite number > 0, got {box!r}")
+    if len(lr) != 2 or not 0 < lr[1] <= lr[0]:
+        raise ValueError(f"lr must be (start, end) with 0 < end <= start, got {lr!r}")
+    allbits = torch.arange(x.shape[1])
+    largest = lambda: flip_hinge(model, x, allbits, blowups=False)["dT"].amax((1, 2))
+    params = list(model.parameters())
+    with torch.no_grad():
+        for p in params:
+            p.clamp_(-box, box)
+    start = largest().double().cpu().numpy()
+    xs = with_flips(x, torch.as_tensor(bits))[0].to(model.device)    # (1+k, N)
+    opt = torch.optim.Adam(params, lr=lr[0])
+    sched = torch.optim.lr_scheduler.ExponentialLR(opt, (lr[1] / lr[0]) ** (1 / steps))
+    for _ in range(steps):
+        with torch.enable_grad():
+            T = model(xs)                                           # (P, 1+k)
+            d = (T[:, 1:] - T[:, :1]).abs().amax(-1)
+            loss = -torch.log(d + 1e-300)
+            loss = torch.where(torch.isfinite(loss), loss, torch.zeros_like(loss)).sum()
+            opt.zero_grad()
+            loss.backward()
+        for p in params:                        # a zero variance at eps = 0: no step there
+            if p.grad is not None:
+                p.grad.nan_to_num_(0.0, 0.0, 0.0)
+        opt.step()
+        sched.step()
+        with torch.no_grad():
+            for p in params:
+                p.clamp_(-box, box)
+    return start, largest().double().cpu().numpy()

@@ -1,0 +1,73 @@
+"""The hinge instruments (sensbook/hinge.py): Lemma 2.9's two sides, the sensitivity of x
+through k bits, the worst-case search of the flip."""
+import numpy as np
+import pytest
+import torch
+
+import sensbook as sb
+
+
+@pytest.fixture(scope="module")
+def pop():
+    return sb.Recognizer.random(5, 8, 2, 2, init="xavier_uniform", seed=4, dtype=torch.float64)
+
+
+def test_flip_hinge_equals_flip_influence_and_independent_blowups(pop):
+    x = sb.random_strings(7, 3, seed=1)
+    bits = torch.tensor([0, 3, 6])
+    h = sb.flip_hinge(pop, x, bits, chunk=2)
+    assert torch.allclose(h["dT"], sb.flip_influence(pop, x, bits).to(h["dT"].dtype))
+    for j, i in enumerate(bits):
+        y = x.clone()
+        y[:, i] = 1 - y[:, i]
+        assert torch.allclose(h["beta_pair"][..., j], sb.blowup(pop, x) * sb.blowup(pop, y))
+        assert torch.allclose(h["T_flip"][..., j], pop(y))
+    assert torch.allclose(h["T"], pop(x))
+
+
+def test_flip_sensitivity_is_the_profilers_sensitivity_over_all_bits(pop):
+    N = 5
+    x = sb.strings(N)
+    h = sb.flip_hinge(pop, x, blowups=False)
+    s = sb.flip_sensitivity(h["T"], h["T_flip"], 0.0)           # (P, 2^N)
+    counts = torch.stack([torch.bincount(r, minlength=N + 1) for r in s])
+    prof = sb.sensitivity_profile(pop, N, margin=0.0, progress=False)
+    assert torch.equal(counts, prof.counts)
+
+
+def test_flip_sensitivity_refuses_nan():
+    with pytest.raises(ValueError, match="NaN"):
+        sb.flip_sensitivity(torch.tensor([[float("nan")]]), torch.zeros(1, 1, 2))
+
+
+def test_lemma29_ratio_and_its_errors():
+    r = sb.lemma29_ratio(10, np.array([0.1, 0.2]), np.array([2.0, np.inf]))
+    assert np.allclose(r, [0.5, 0.0])
+    with pytest.raises(ValueError, match="same shape"):
+        sb.lemma29_ratio(10, np.zeros(2), np.zeros(3))
+
+
+def test_construction_flips_by_two_through_bit_one():
+    m = sb.first_transformer()
+    x = sb.random_strings(9, 1, seed=2).double()
+    dT = sb.flip_hinge(m, x, blowups=False)["dT"][0, 0]
+    assert abs(dT[0].item() - 2) < 1e-12 and dT[1:].abs().max() < 1e-12
+    start, end = sb.maximise_influence(m, x, sb.flip_bits(9, 4), steps=5)
+    assert start[0] == pytest.approx(2.0) and np.isfinite(end).all()
+
+
+def test_search_raises_the_flip_of_random_starts():
+    m = sb.Recognizer.random(2, 6, 1, 1, init="uniform", seed=0, dtype=torch.float64)
+    x = sb.random_strings(8, 1, seed=0)
+    start, end = sb.maximise_influence(m, x, sb.flip_bits(8, 4), steps=40)
+    assert (end > 2 * start).all(), (start, end)
+    for p in m.parameters():
+        assert p.abs().max() <= 1.0
+
+
+@pytest.mark.parametrize("kw, match", [({"steps": 0}, "steps"), ({"box": 0.0}, "box"),
+                                       ({"lr": (1e-3, 1e-2)}, "lr")])
+def test_search_rejects_bad_arguments(kw, match):
+    m = sb.Recognizer.random(1, 4, 1, dtype=torch.float64)
+    with pytest.raises(ValueError, match=match):
+        sb.maximise_influence(m, sb.random_strings(4, 1), [0], **kw)

@@ -7,7 +7,8 @@ Companion package of the executable book following Kövér, Butoi, Svete, Hahn &
 * instruments (this folder), in the order the book uses them: ``boolean`` (Boolean functions
   with exact sensitivity profiles), ``profile`` (the profiler for any batched Boolean
   classifier), ``model`` (the transformer recognizer, P models at once), ``geometry`` (eps > 0
-  and eps = 0: blowup, influence, small-ball law), ``constructions`` (exact PARITY, FIRST and
+  and eps = 0: blowup, influence, small-ball law), ``hinge`` (Lemma 2.9 and Cor. 4.3 measured;
+  worst-case flips), ``constructions`` (exact PARITY, FIRST and
   MAJORITY transformers), ``volume`` (basins, census, the parameter-function map), ``train``
   (population training), ``fourier`` and ``controls`` (Walsh spectra; other architectures);
   ``settings`` at the bottom (scale, device, progress bars), imported by all;

@@ -245,17 +245,18 @@ def sweep(scale: str, **overrides):
 
 
 #: Steps a configuration runs (until its slowest seed learns, at most the budget),
-#: log2(steps) = a + b N, per target: a rough fit to measured ci and book runs, used only to
-#: predict cost (other targets are predicted at the full budget).
+#: log2(steps) = a + b N (N capped at 21), per target: a rough fit to measured ci and book
+#: runs, used only to predict cost (other targets are predicted at the full budget).
 _COST_STEPS = {"PARITY": (5.1, 0.6), "FIRST": (4.9, 0.07), "MAJORITY": (4.0, 0.15),
-               "SPARSE_PARITY_3": (7.0, 0.2), "SPARSE_MAJORITY_3": (6.0, 0.2)}
+               "SPARSE_PARITY_3": (6.6, 0.25), "SPARSE_MAJORITY_3": (6.0, 0.2)}
 
 
 def cost(config: dict) -> float:
     """Predicted CPU-seconds (one thread) of one configuration: steps x (a per-step overhead
-    + seeds x batch x (N+1) positions) plus the accuracy checks (seeds x strings x
-    (N+1)) and the probes of the trained models (sharpness, basins), with the steps from
-    ``_COST_STEPS``; constants fitted on measured ci runs."""
+    + seeds x batch x (N+1) positions, more for long N where attention's (N+1)^2 shows)
+    plus the accuracy checks (seeds x strings x (N+1)) and the probes of the trained models
+    (about 15 Hessian-vector products; a basin curve), with the steps from
+    ``_COST_STEPS``; constants fitted on measured ci and book runs (``sensbook calibrate``)."""
     pr, N, P = config["protocol"], config["N"], len(config["seeds"])
     a, b = _COST_STEPS.get(config["target"], (math.log2(pr["steps"]), 0.0))
     steps = min(pr["steps"], 2 ** (a + b * min(N, 21)))
@@ -264,14 +265,13 @@ def cost(config: dict) -> float:
     strings = 2**N if N <= config["exhaustive_max"] else config["n_test"]
     probe = 0.0
     if config["sharpness"]:
-        probe += 3e-5 * config["sharpness"]["iters"] / 3 * P * min(
-            2**N, config["sharpness"]["n_strings"]) * (N + 1)
+        probe += 3e-6 * 15 * P * min(2**N, config["sharpness"]["n_strings"]) * (N + 1)
     if config["basin"]:
         bs = config["basin"]
-        probe += P * (0.05 + 1.5e-6 * len(bs["sigmas"]) * bs["copies"]
+        probe += P * (0.05 + 1e-6 * len(bs["sigmas"]) * bs["copies"]
                       * min(2**N, bs["n_strings"]) * (N + 1))
-    return 0.05 + steps * (8e-3 + 3e-6 * P * pr["batch"] * (N + 1)) \
-        + 1.5e-6 * checks * P * strings * (N + 1) + probe
+    per_step = 5e-3 + 2.5e-6 * P * pr["batch"] * (N + 1) * (1 + (N + 1) / 100)
+    return 0.05 + steps * per_step + 1e-6 * checks * P * strings * (N + 1) + probe
 
 
 register(Experiment("ch6.training", lambda scale: sweep(scale).configs,
@@ -304,6 +304,8 @@ def times(configs, results) -> list:
             row[when] = K / K.sum(1, keepdims=True)
             row[when + "_strings"] = K.sum(1)
             row[when + "_accuracy"] = np.asarray(r[when]["accuracy"])
+        row["accuracy_strings"] = int(r["accuracy_strings"])
+        row["exhaustive"] = row["N"] <= c["exhaustive_max"]
         row["margin"] = np.asarray(r["after"]["margin"])
         row["theta_norm"] = np.asarray(r["after"]["theta_norm"])
         row["sharpness"] = nan(r["sharpness"]["lam"]) if r["sharpness"] else np.full(len(t), np.nan)
@@ -342,6 +344,66 @@ def accuracy_bound(N: int, accuracy: float) -> float:
     N + 1 strings, so at most (N + 1)(1 - accuracy) 2^N strings change sensitivity, and the
     total-variation distance of the profiles is at most that share."""
     return min(1.0, (N + 1) * (1 - accuracy))
+
+
+def learned_tolerance(row, criterion: float, z: float = 3.0) -> float:
+    """The profile distance a learned seed of ``row`` can have from its target:
+    :func:`accuracy_bound` at the criterion when the accuracy is exact (all 2^N strings);
+    when it is measured on held-out strings, at the criterion lowered by ``z`` binomial
+    standard errors of that measurement."""
+    acc = criterion
+    if not row["exhaustive"]:
+        acc -= z * math.sqrt(criterion * (1 - criterion) / row["accuracy_strings"])
+    return accuracy_bound(row["N"], acc)
+
+
+def profile_se(row, distance) -> np.ndarray:
+    """Standard error of a profile distance measured on sampled strings (0 when the profile
+    is exact): the binomial error of the share of strings ``distance`` stands for."""
+    d = np.asarray(distance, dtype=float)
+    if row["exhaustive"]:
+        return np.zeros_like(d)
+    return np.sqrt(d * (1 - d) / row["after_strings"])
+
+
+def profile_table(rows, criterion: float) -> str:
+    """Per target (HTML): models, the share with K_0 >= 1 before and after training, and the
+    mean profile distance from the target after training for learned and censored seeds,
+    with the bound (N+1)(1 - criterion) at the target's largest N."""
+    head = ("target", "lengths", "seeds", "K<sub>0</sub> ≥ 1 before", "K<sub>0</sub> ≥ 1 after",
+            "distance after: learned", "distance after: censored", "bound at largest N")
+    out = ["<table>", "<thead><tr>" + "".join(f"<th>{h}</th>" for h in head) + "</tr></thead>",
+           "<tbody>"]
+    for t in dict.fromkeys(r["target"] for r in rows):
+        rs = [r for r in rows if r["target"] == t]
+        dist = np.concatenate([profile_distance(r["after"], target_profile(t, r["N"]))
+                               for r in rs])
+        ok = np.concatenate([np.isfinite(r["steps"]) for r in rs])
+        k0 = lambda w: np.mean(np.concatenate([r[w][:, 0] > 0 for r in rs]))
+        mean = lambda m: f"{dist[m].mean():.3f} ({m.sum()})" if m.any() else "–"
+        cells = (rs[0]["name"], ", ".join(str(r["N"]) for r in rs), len(ok),
+                 f"{k0('before'):.2f}", f"{k0('after'):.2f}", mean(ok), mean(~ok),
+                 f"{accuracy_bound(max(r['N'] for r in rs), criterion):.2f}")
+        out.append("<tr>" + "".join(f"<td>{v}</td>" for v in cells) + "</tr>")
+    return "\n".join(out + ["</tbody>", "</table>"])
+
+
+def long_table(rows) -> str:
+    """The long-input results (HTML): per (target, eps, N) learned seeds, steps to learn,
+    the margin min |T| and the parameter norm of the trained models (medians)."""
+    head = ("target", "eps", "N", "learned", "steps: median [max]", "margin: median [min]",
+            "norm of θ: median")
+    out = ["<table>", "<thead><tr>" + "".join(f"<th>{h}</th>" for h in head) + "</tr></thead>",
+           "<tbody>"]
+    for r in rows:
+        t = np.minimum(r["steps"], r["budget"])
+        mx = f"{t.max():.0f}" if np.isfinite(r["steps"]).all() else "censored"
+        cells = (r["name"], f"{r['eps']:g}", r["N"], f"{r['learned']}/{r['seeds']}",
+                 f"{np.median(t):.0f} [{mx}]",
+                 f"{np.median(r['margin']):.3f} [{r['margin'].min():.3f}]",
+                 f"{np.median(r['theta_norm']):.1f}")
+        out.append("<tr>" + "".join(f"<td>{v}</td>" for v in cells) + "</tr>")
+    return "\n".join(out + ["</tbody>", "</table>"])
 
 
 def survival(rows, target_name: str) -> dict:

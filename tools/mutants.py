@@ -58,6 +58,11 @@ MUTANTS = (
     Mutant("perturb-ignores-sigma", "sb.perturb adds noise of a fixed size, whatever sigma is",
            "volume.py", "theta + sigma * noise", "theta + 1e-2 * noise",
            ("ch5_measure_zero", "ch4_eps_zero")),
+    Mutant("after-is-initial", "the after-training profiles are computed on the initial models",
+           "experiments/ch6.py", "    after = _profiles(model, f, N, config, n_test)",
+           "    after = _profiles(init_population(seeds, pr, device=dev, dtype=dtype), f, N,\n"
+           "                      config, n_test)  # mutant",
+           ("ch6_training",)),
 )
 
 

@@ -53,3 +53,16 @@ def test_training_uses_chapter_6s_protocol_and_records_censoring():
     pop = sb.control_population("MLP", [0, 1], N=5, D=8, L=1, H=2, eps=1e-5,
                                 init="xavier_normal")
     assert r["before"]["accuracy"] == pytest.approx(sb.accuracy(pop, sb.MAJORITY, 5).tolist())
+
+
+def test_post_ln_training_is_chapter_6s_training():
+    from sensbook.experiments import ch6
+
+    pr = sb.Protocol(steps=60, batch=32, lr=3e-3, D=16, L=2, H=2).to_dict()
+    ev = dict(criterion=0.9, eval_every=5, eval_growth=0.05)
+    r7 = ch7.train_one(dict(arch="post-LN", target="MAJORITY", N=5, seeds=[0, 1],
+                            protocol=pr, **ev))
+    c6 = dict(target="MAJORITY", N=5, seeds=[0, 1], protocol=pr,
+              **{**ch6.EVAL, **ev, "sharpness": None, "basin": None})
+    r6 = ch6.run_config(c6, device="cpu")
+    assert r7["steps"] == r6["steps"] and r7["after"]["K"] == r6["after"]["K"]

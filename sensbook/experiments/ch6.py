@@ -56,7 +56,7 @@ def run_config(config: dict, *, device=None, progress: bool = False) -> dict:
     * ``basin`` (if configured: ``sigmas``, ``copies``, ``n_strings``): per learned seed the
       mean agreement of ``copies`` uniformly perturbed copies with the trained model's own
       function, per sigma (:func:`sensbook.basin_curve`), and ``sigma99``, where it falls
-      to 0.99 (:func:`sensbook.critical_sigma`);
+      to 0.99 (:func:`sensbook.critical_sigma`; None where the grid does not bracket it);
     * ``cpu_seconds`` and ``device``.
     """
     missing = [k for k in CONFIG_KEYS if k not in config]
@@ -162,7 +162,8 @@ def _steps_to_learn(config, N, f, seeds, pr, crit, dev, dtype, progress):
             curve = basin_curve(one, own, N, sig, int(b["copies"]), n_samples=n,
                                 seed=SAMPLE_SEED + p, dtype=dtype, progress=False)
             agree[p] = curve["accuracy"].tolist()
-            s99[p] = critical_sigma(sig, curve["accuracy"], level=0.99)
+            v = critical_sigma(sig, curve["accuracy"], level=0.99)
+            s99[p] = v if math.isfinite(v) else None     # NaN: not bracketed by the grid
         out["basin"] = dict(sigmas=sig, agreement=agree, sigma99=s99)
     out["seconds_basin"] = time.process_time() - c1
     out["cpu_seconds"] = time.process_time() - c0

@@ -10,7 +10,8 @@ Companion package of the executable book following Kövér, Butoi, Svete, Hahn &
   and eps = 0: blowup, influence, small-ball law), ``hinge`` (Lemma 2.9 and Cor. 4.3 measured;
   worst-case flips), ``constructions`` (exact PARITY, FIRST and
   MAJORITY transformers), ``volume`` (basins, census, the parameter-function map), ``train``
-  (population training), ``fourier`` and ``controls`` (Walsh spectra; other architectures);
+  (population training, sharpness), ``survival`` (censored steps to learn:
+  Kaplan-Meier, accelerated-failure-time fits), ``fourier`` and ``controls`` (Walsh spectra; other architectures);
   ``settings`` at the bottom (scale, device, progress bars), imported by all;
 * ``experiments/``: each chapter's sizes, runners and cost models (``ch1`` ... ``ch7``) and
   :func:`run_experiment`, which the chapters call;
@@ -35,10 +36,12 @@ from .model import INITS, Recognizer, Trace, blowup, num_parameters, positional_
 from .profile import (ACCEPT, NONFINITE, REJECT, UNDECIDED, Profile, classify, profile_from_table,
                       random_function_profiles, rounding_margin, sampled_profile,
                       sensitivity_profile, truth_table, zero_sensitivity_count)
+from .survival import fit_aft, heldout_loglik, kaplan_meier, profile_interval
 from .settings import SCALES, check_device, device, pick, progress, scale, set_scale
 from .settings import VERSION as __version__
 from .train import (Protocol, accuracy, curve_schedule, eval_schedule, init_population,
-                    population_loss, train_population)
+                    learn, min_margin, population_loss, top_hessian_eigenvalue,
+                    train_population)
 from .train import target as target_function
 from .volume import (Agreement, FunctionCensus, affine_class, agreement, basin_curve,
                      census_from_ids, critical_sigma, fit_power, ids_to_tables,

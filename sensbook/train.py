@@ -280,3 +280,111 @@ def curve_schedule(budget: int, points: int) -> list:
     if isinstance(points, bool) or not isinstance(points, int) or points < 2:
         raise ValueError(f"curve_points must be an integer >= 2, got {points!r}")
     return sorted({int(round(s)) for s in np.geomspace(1, budget, points)})
+
+
+# ---- steps to learn, and the trained model ------------------------------------------------
+def learn(model, f: BooleanFunction, N: int, seeds, protocol: Protocol = Protocol(), *,
+          criterion: float = 0.99, checks=None, n_test: int | None = None, log_steps=None,
+          progress: bool = False) -> dict:
+    """Train until every seed has learned f or the budget ``protocol.steps`` is spent.
+
+    Seed p has *learned* f at the first step in ``checks`` (default: every step) at which its
+    :func:`accuracy` (all 2^N strings, or ``n_test`` held-out strings) is >= ``criterion``;
+    a seed that never is, is *censored* (``None``). Training stops once every seed has
+    learned (later steps cannot change a first passage).
+
+    On return ``model`` holds each seed's **trained parameters**: those at its first passage
+    for a learned seed, those at the last step run for a censored one (one definition for
+    everything measured on "the trained model": profiles, margins, sharpness, basins).
+    Works for any population whose parameters carry the population axis first
+    (:class:`Recognizer`, :class:`sensbook.controls.Population`).
+
+    Returns ``steps`` (per seed), ``steps_run``, ``curve`` (window-mean losses at
+    ``log_steps``, see :func:`train_population`), ``eval_steps``, ``eval_accuracy``.
+    """
+    if not (isinstance(criterion, float) and 0.5 < criterion <= 1):
+        raise ValueError(f"criterion must be an accuracy in (0.5, 1], got {criterion!r}")
+    seeds = _check_seeds(seeds)
+    checks = set(range(1, protocol.steps + 1) if checks is None else checks)
+    first, snap = [None] * len(seeds), [None] * len(seeds)
+    eval_steps, eval_acc, done = [], [], [0]
+
+    def until(step):
+        done[0] = step
+        if step not in checks:
+            return False
+        acc = accuracy(model, f, N, n_test=n_test)
+        model.train()
+        eval_steps.append(step)
+        eval_acc.append(acc.tolist())
+        for p, a in enumerate(acc):
+            if first[p] is None and a >= criterion:
+                first[p] = step
+                snap[p] = [t[p].detach().clone() for t in model.parameters()]
+        return all(s is not None for s in first)
+
+    curve = train_population(model, f, N, seeds, protocol, log_steps=log_steps, until=until,
+                             progress=progress)
+    with torch.no_grad():
+        for p, saved in enumerate(snap):
+            if saved is not None:
+                for t, v in zip(model.parameters(), saved):
+                    t[p] = v
+    return dict(steps=first, steps_run=done[0], curve=curve, eval_steps=eval_steps,
+                eval_accuracy=eval_acc)
+
+
+def top_hessian_eigenvalue(model, f: BooleanFunction, x, *, loss: str = "logistic",
+                           iters: int = 100, tol: float = 1e-3, seed: int = 0) -> dict:
+    """Sharpness: the largest-magnitude eigenvalue of the Hessian of each model's training
+    loss on the strings ``x`` (B, N), by power iteration, for the whole population at once.
+
+    The loss is :func:`population_loss` (the mean over ``x`` of each model's loss) summed over
+    models, so its Hessian is block-diagonal: one Hessian-vector product (``torch.func``,
+    reverse over reverse) gives every model's product, and each model's vector is normalised
+    on its own. Iterates until every model's Rayleigh quotient changes by at most ``tol``
+    relatively, or ``iters`` products. At a minimum the Hessian is positive semi-definite and
+    this is lambda_max, the sharpness of Hahn & Rofin (2024) and Keskar et al. (2017).
+    Returns ``lam`` (P,), ``iterations`` and ``converged`` (P,).
+    """
+    from torch.func import functional_call, grad, vjp
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    if isinstance(iters, bool) or not isinstance(iters, int) or iters < 1:
+        raise ValueError(f"iters must be an integer >= 1, got {iters!r}")
+    x = torch.as_tensor(x).to(device=model.device, dtype=model.dtype)
+    y = f(x)
+    params = {k: v.detach() for k, v in model.named_parameters()}
+    P = next(iter(params.values())).shape[0]
+    g = torch.Generator().manual_seed(int(seed))
+    v = {k: torch.randn(t.shape, generator=g, dtype=torch.float64).to(t) for k, t in
+         params.items()}
+    norm = lambda u: torch.sqrt(sum((t.reshape(P, -1).double() ** 2).sum(1) for t in u.values()))
+    times = lambda u, c: {k: t * c.to(t).reshape(P, *[1] * (t.dim() - 1)) for k, t in u.items()}
+    v = times(v, 1 / norm(v))
+    per = lambda p: population_loss(lambda z: functional_call(model, p, (z,)), x, y, loss)
+    lam = torch.full((P,), math.nan, dtype=torch.float64)
+    # the CPU flash-attention kernel has no double backward; the math kernel is the same
+    # softmax(q k^T / sqrt(d)) v written in differentiable operations
+    with sdpa_kernel(SDPBackend.MATH):
+        _, hvp = vjp(grad(lambda p: per(p).sum()), params)
+        for it in range(1, iters + 1):
+            hv = hvp(v)[0]
+            new = sum((hv[k] * v[k]).reshape(P, -1).double().sum(1) for k in v).cpu()
+            converged = (new - lam).abs() <= tol * new.abs()
+            lam = new
+            v = times(hv, 1 / norm(hv).clamp_min(1e-300))
+            if bool(converged.all()):
+                break
+    return dict(lam=lam.numpy(), iterations=it, converged=converged.numpy())
+
+
+@torch.no_grad()
+def min_margin(model, x) -> np.ndarray:
+    """min over the strings ``x`` of |T(x)|, per model: (P,). With labels sign(T), the
+    smallest output a string gets; Cor. 3.4 bounds it by O(1/N) at eps > 0 for weights in a
+    fixed box."""
+    T = model(torch.as_tensor(x).to(device=model.device, dtype=model.dtype))
+    if not torch.isfinite(T).all():
+        raise ValueError("model output is NaN or infinite; the margin is undefined")
+    return T.abs().amin(-1).double().cpu().numpy()

@@ -152,3 +152,61 @@ def test_cuda_population_matches_cpu():
     sb.train_population(cpu, sb.MAJORITY, N, seeds, pr, progress=False)
     sb.train_population(gpu, sb.MAJORITY, N, seeds, pr, progress=False)
     torch.testing.assert_close(gpu.flat().cpu(), cpu.flat(), rtol=1e-6, atol=1e-6)
+
+
+def test_learn_leaves_each_seed_at_its_first_passage():
+    pr, N, seeds = tiny(steps=80), 5, [0, 1, 2]
+    m = sb.init_population(seeds, pr, dtype=torch.float64)
+    run = sb.learn(m, sb.MAJORITY, N, seeds, pr, criterion=0.9, checks=range(5, 81, 5))
+    assert any(s is not None for s in run["steps"])
+    acc = np.array(run["eval_accuracy"])
+    for p, s in enumerate(run["steps"]):
+        alone = sb.init_population([seeds[p]], pr, dtype=torch.float64)
+        steps = s if s is not None else run["steps_run"]
+        sb.train_population(alone, sb.MAJORITY, N, [seeds[p]], pr.replace(steps=steps),
+                            progress=False)
+        # the trained model of seed p: its parameters at its first passage (or the end)
+        torch.testing.assert_close(m.flat()[p], alone.flat()[0], rtol=1e-9, atol=1e-9)
+        hit = np.flatnonzero(acc[:, p] >= 0.9)
+        assert s == (run["eval_steps"][hit[0]] if hit.size else None)
+    with pytest.raises(ValueError, match="criterion"):
+        sb.learn(m, sb.MAJORITY, N, seeds, pr, criterion=1)
+
+
+def test_top_hessian_eigenvalue_matches_the_full_hessian():
+    from torch.func import functional_call
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    m = sb.Recognizer.random(3, D=4, L=1, H=1, eps=1e-5, init="xavier_normal", seed=1,
+                             dtype=torch.float64)
+    N = 4
+    x = sb.strings(N).double()
+    res = sb.top_hessian_eigenvalue(m, sb.PARITY, x, iters=3000, tol=1e-12)
+    s = 2 * sb.PARITY(x).double() - 1
+    for p in range(3):
+        one = m.select(p)
+        names = [(k, t.shape) for k, t in one.named_parameters()]
+
+        def loss(theta):
+            ps, i = {}, 0
+            for k, shape in names:
+                n = shape.numel()
+                ps[k] = theta[i:i + n].reshape(shape)
+                i += n
+            with sdpa_kernel(SDPBackend.MATH):
+                T = functional_call(one, ps, (x,))
+            return torch.nn.functional.softplus(-s * T).mean()
+
+        ev = torch.linalg.eigvalsh(torch.autograd.functional.hessian(loss, one.flat()[0]))
+        top = ev[ev.abs().argmax()].item()                    # largest in magnitude
+        assert res["lam"][p] == pytest.approx(top, rel=1e-6), (p, ev[0], ev[-1])
+    assert res["converged"].all()
+    # batched: each model's value does not depend on the others in the population
+    alone = sb.top_hessian_eigenvalue(m.select([2]), sb.PARITY, x, iters=3000, tol=1e-12)
+    assert alone["lam"][0] == pytest.approx(res["lam"][2], rel=1e-6)
+
+
+def test_min_margin_is_the_smallest_output():
+    m = sb.Recognizer.random(2, 8, 1, 2, seed=0, dtype=torch.float64)
+    x = sb.strings(5)
+    np.testing.assert_allclose(sb.min_margin(m, x), m(x).abs().min(1).values.detach())

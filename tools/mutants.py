@@ -68,6 +68,11 @@ MUTANTS = (
     Mutant("census-ignores-eps", "the K_0 census at eps > 0 runs at eps = 0",
            "experiments/ch5.py", "    sub.eps = eps\n", "    sub.eps = 0.0\n",
            ("ch5_measure_zero",)),
+    Mutant("after-is-initial", "the after-training profiles are computed on the initial models",
+           "experiments/ch6.py", "    after = _profiles(model, f, N, config, n_test)",
+           "    after = _profiles(init_population(seeds, pr, device=dev, dtype=dtype), f, N,\n"
+           "                      config, n_test)  # mutant",
+           ("ch6_training",)),
 )
 
 

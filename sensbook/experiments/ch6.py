@@ -1,8 +1,12 @@
-"""Chapter 6's experiment: steps to learn PARITY, FIRST and MAJORITY against N.
+"""Chapter 6's experiments: how long training takes, and what it produces.
 
-Each configuration trains several seeds of one (target, N) as one population
-(:func:`sensbook.train_population`) for at most a step budget; a seed that never reaches the
-accuracy criterion is *censored*.
+* ``ch6.training``: PARITY, FIRST and MAJORITY (and sparse variants) against N. Each
+  configuration trains several seeds of one (target, N) as one population for at most a step
+  budget (:func:`sensbook.train.learn`); a seed that never reaches the accuracy criterion is
+  *censored*. Per seed it also records the sensitivity profile before and after training
+  (E2/E3), and for learned seeds the sharpness and basin radius of the trained solution.
+* ``ch6.long``: FIRST and MAJORITY at long inputs, at two layer-norm eps, with the margin of
+  the learned models.
 """
 from __future__ import annotations
 
@@ -12,29 +16,48 @@ import time
 import numpy as np
 import torch
 
-from ..boolean import check_n
+from ..boolean import TruthTable, check_n, strings
+from ..profile import sensitivity_profile, truth_table
 from ..runtime.sweep import Sweep
 from ..settings import check_scale, device as device_
+from ..survival import fit_aft, heldout_loglik, kaplan_meier, profile_interval
 from ..train import (Protocol, _check_seeds, accuracy, curve_schedule, eval_schedule,
-                     init_population, target, train_population)
+                     init_population, learn, min_margin, target, top_hessian_eigenvalue,
+                     TEST_SEED_OFFSET)
+from ..volume import basin_curve, critical_sigma
 from . import Experiment, register
 
 CONFIG_KEYS = ("target", "N", "seeds", "protocol", "criterion", "eval_every", "eval_growth",
-               "exhaustive_max", "n_test", "curve_points", "dtype")
+               "exhaustive_max", "n_test", "curve_points", "dtype", "n_profile", "sharpness",
+               "basin")
+SAMPLE_SEED = 17                       # the fixed strings of sharpness and basins
 
 
 def run_config(config: dict, *, device=None, progress: bool = False) -> dict:
-    """Steps to learn: train ``seeds`` models on ``target`` at length ``N`` for at most
-    ``protocol["steps"]`` steps (the budget) and record, per seed, the first checked step at
-    which its accuracy reaches ``criterion``; a seed that never does is *censored* (None).
+    """Steps to learn, and the trained models: train ``seeds`` models on ``target`` at length
+    ``N`` for at most ``protocol["steps"]`` steps (the budget) and record, per seed, the first
+    checked step at which its accuracy reaches ``criterion``; a seed that never does is
+    *censored* (None). See :func:`sensbook.train.learn`: the *trained model* of a seed is its
+    parameters at that first passage, or at the budget if censored.
 
     The accuracy is checked at :func:`eval_schedule` (``eval_every``, ``eval_growth``) on all
     2^N strings when N <= ``exhaustive_max``, else on ``n_test`` held-out uniform strings (the
-    same ones at every check). Training stops once every seed has met the criterion (later
-    steps cannot change a first-passage time). Results (JSON-ready): ``steps`` (per seed, int
-    or None), ``budget``, ``steps_run``, the loss curve (``curve_steps``, ``curve``: mean loss
-    per window of :func:`curve_schedule`, per seed), the checked accuracies (``eval_steps``,
-    ``eval_accuracy``), ``accuracy_strings``, ``cpu_seconds`` and ``device``.
+    same ones at every check). Results (JSON-ready): ``steps`` (per seed, int or None),
+    ``budget``, ``steps_run``, the loss curve (``curve_steps``, ``curve``), the checked
+    accuracies (``eval_steps``, ``eval_accuracy``), ``accuracy_strings``, and
+
+    * ``before`` / ``after``: per seed the sensitivity profile counts ``K`` (exhaustive up to
+      ``exhaustive_max``, else over ``n_profile`` sampled strings: ``profile_strings``) of the
+      initial and of the trained model, and ``accuracy``; ``after`` also ``margin`` (min |T|
+      over the accuracy strings) and ``theta_norm`` (Euclidean norm of theta);
+    * ``sharpness`` (if configured: ``n_strings``, ``iters``, ``tol``): per learned seed the
+      top Hessian eigenvalue of the training loss on all strings or a fixed sample
+      (:func:`sensbook.train.top_hessian_eigenvalue`), None for censored seeds;
+    * ``basin`` (if configured: ``sigmas``, ``copies``, ``n_strings``): per learned seed the
+      mean agreement of ``copies`` uniformly perturbed copies with the trained model's own
+      function, per sigma (:func:`sensbook.basin_curve`), and ``sigma99``, where it falls
+      to 0.99 (:func:`sensbook.critical_sigma`; None where the grid does not bracket it);
+    * ``cpu_seconds`` and ``device``.
     """
     missing = [k for k in CONFIG_KEYS if k not in config]
     unknown = sorted(set(config) - set(CONFIG_KEYS))
@@ -63,43 +86,89 @@ def run_config(config: dict, *, device=None, progress: bool = False) -> dict:
         torch.set_num_threads(threads)
 
 
+def _profiles(model, f, N, config, n_test):
+    """Profile counts and accuracy of every model of the population (JSON-ready)."""
+    kw = dict(progress=False)
+    if N > int(config["exhaustive_max"]):
+        kw.update(n_samples=int(config["n_profile"]), seed=SAMPLE_SEED)
+    prof = sensitivity_profile(model, N, **kw)
+    return dict(K=prof.counts.tolist(), profile_strings=int(prof.n_strings),
+                accuracy=accuracy(model, f, N, n_test=n_test).tolist())
+
+
+def _sample(N, n, dtype):
+    """All 2^N strings if there are at most n, else n fixed uniform strings."""
+    if 2**N <= n:
+        return strings(N).to(dtype)
+    g = torch.Generator().manual_seed(SAMPLE_SEED)
+    return torch.randint(0, 2, (n, N), generator=g).to(dtype)
+
+
 def _steps_to_learn(config, N, f, seeds, pr, crit, dev, dtype, progress):
     c0 = time.process_time()
     n_test = None if N <= int(config["exhaustive_max"]) else int(config["n_test"])
-    checks = set(eval_schedule(pr.steps, config["eval_every"], config["eval_growth"]))
-    log_steps = curve_schedule(pr.steps, config["curve_points"])
     model = init_population(seeds, pr, device=dev, dtype=dtype)
-    first = [None] * len(seeds)
-    eval_steps, eval_acc, done = [], [], [0]
-
-    def until(step):
-        done[0] = step
-        if step not in checks:
-            return False
-        acc = accuracy(model, f, N, n_test=n_test)
-        model.train()
-        eval_steps.append(step)
-        eval_acc.append(acc.tolist())
-        for p, a in enumerate(acc):
-            if first[p] is None and a >= crit:
-                first[p] = step
-        return all(s is not None for s in first)
-
-    curve = train_population(model, f, N, seeds, pr, log_steps=log_steps, until=until,
-                             progress=progress)
-    return {
+    before = _profiles(model, f, N, config, n_test)
+    log_steps = curve_schedule(pr.steps, config["curve_points"])
+    run = learn(model, f, N, seeds, pr, criterion=crit, n_test=n_test, log_steps=log_steps,
+                checks=eval_schedule(pr.steps, config["eval_every"], config["eval_growth"]),
+                progress=progress)
+    done = run["steps_run"]
+    after = _profiles(model, f, N, config, n_test)
+    if n_test is None:
+        xs = _sample(N, 2**N, dtype)
+    else:
+        g = torch.Generator().manual_seed(TEST_SEED_OFFSET)     # accuracy's held-out strings
+        xs = torch.randint(0, 2, (n_test, N), generator=g).to(dtype)
+    after["margin"] = min_margin(model, xs).tolist()
+    after["theta_norm"] = model.flat().double().norm(dim=1).tolist()
+    learned = [p for p, s in enumerate(run["steps"]) if s is not None]
+    out = {
         "name": str(f),
-        "steps": first,
+        "steps": run["steps"],
         "budget": pr.steps,
-        "steps_run": done[0],
-        "curve_steps": [s for s in log_steps if s < done[0]] + [done[0]],
-        "curve": curve.tolist(),
-        "eval_steps": eval_steps,
-        "eval_accuracy": eval_acc,
+        "steps_run": done,
+        "curve_steps": [s for s in log_steps if s < done] + [done],
+        "curve": run["curve"].tolist(),
+        "eval_steps": run["eval_steps"],
+        "eval_accuracy": run["eval_accuracy"],
         "accuracy_strings": 2**N if n_test is None else n_test,
-        "cpu_seconds": time.process_time() - c0,
-        "device": str(dev),
+        "before": before,
+        "after": after,
+        "sharpness": None,
+        "basin": None,
     }
+    c1 = time.process_time()
+    if config["sharpness"] and learned:
+        sh = config["sharpness"]
+        res = top_hessian_eigenvalue(model.select(learned), f,
+                                     _sample(N, int(sh["n_strings"]), dtype),
+                                     loss=pr.loss, iters=int(sh["iters"]), tol=float(sh["tol"]))
+        lam = [None] * len(seeds)
+        for p, v in zip(learned, res["lam"].tolist()):
+            lam[p] = v
+        out["sharpness"] = dict(lam=lam, iterations=res["iterations"],
+                                converged=bool(res["converged"].all()))
+    out["seconds_sharpness"] = time.process_time() - c1
+    c1 = time.process_time()
+    if config["basin"] and learned:
+        b = config["basin"]
+        sig = [float(s) for s in b["sigmas"]]
+        n = None if 2**N <= int(b["n_strings"]) else int(b["n_strings"])
+        agree, s99 = [None] * len(seeds), [None] * len(seeds)
+        for p in learned:
+            one = model.select([p])
+            own = TruthTable(truth_table(one, N, progress=False)[0] == 1)
+            curve = basin_curve(one, own, N, sig, int(b["copies"]), n_samples=n,
+                                seed=SAMPLE_SEED + p, dtype=dtype, progress=False)
+            agree[p] = curve["accuracy"].tolist()
+            v = critical_sigma(sig, curve["accuracy"], level=0.99)
+            s99[p] = v if math.isfinite(v) else None     # NaN: not bracketed by the grid
+        out["basin"] = dict(sigmas=sig, agreement=agree, sigma99=s99)
+    out["seconds_basin"] = time.process_time() - c1
+    out["cpu_seconds"] = time.process_time() - c0
+    out["device"] = str(dev)
+    return out
 
 
 TARGETS = ("PARITY", "FIRST", "MAJORITY")
@@ -107,28 +176,67 @@ TARGETS = ("PARITY", "FIRST", "MAJORITY")
 #: Sizes of chapter 6 at each scale: the one place they live (the chapter, the experiment
 #: registry and the CLI read them). ``Ns``: lengths (odd, so MAJORITY has no ties);
 #: ``seeds``: models per (target, N), trained as one population; ``budget``: the step budget;
-#: ``batch``, ``lr``: the protocol's; ``criterion``: the accuracy that counts as learned,
-#: checked every ``eval_every`` steps (and every ``eval_growth`` x the step count later on),
-#: on all 2^N strings up to ``exhaustive_max``, above it on ``n_test`` held-out strings;
-#: ``curve_points``: points of the stored loss curve.
+#: ``batch``, ``lr``: the protocol's; ``sparse``: sparse targets and the lengths they are
+#: trained at; ``long``: FIRST and MAJORITY at long lengths (``Ns``), at each layer-norm eps
+#: (``eps``), ``seeds`` each, ``budget`` steps, accuracy on ``n_test`` held-out strings.
 SIZES = {
     "ci": dict(Ns=[3, 5, 7, 9], seeds=4, budget=1500, batch=64, lr=1e-3,
-               targets=list(TARGETS)),
+               targets=list(TARGETS),
+               sparse=dict(targets=["SPARSE_PARITY_3", "SPARSE_MAJORITY_3"], Ns=[5, 7, 9]),
+               long=dict(Ns=[17, 33], eps=[1e-5, 0.1], seeds=3, budget=600, n_test=512)),
     "book": dict(Ns=[5, 7, 9, 11, 13], seeds=6, budget=3000, batch=64, lr=1e-3,
-                 targets=list(TARGETS)),
+                 targets=list(TARGETS),
+                 sparse=dict(targets=["SPARSE_PARITY_3", "SPARSE_MAJORITY_3"], Ns=[5, 9, 13]),
+                 long=dict(Ns=[17, 33, 65, 129], eps=[1e-5, 0.1], seeds=3, budget=1000,
+                           n_test=512)),
     "paper": dict(Ns=[5, 7, 9, 11, 13, 15, 17, 19], seeds=8, budget=10000, batch=64, lr=1e-3,
-                  targets=list(TARGETS) + ["SPARSE_PARITY_2", "SPARSE_PARITY_3"]),
+                  targets=list(TARGETS),
+                  sparse=dict(targets=["SPARSE_PARITY_2", "SPARSE_PARITY_3",
+                                       "SPARSE_MAJORITY_3"], Ns=[5, 7, 9, 11, 13, 15, 17, 19]),
+                  long=dict(Ns=[33, 65, 129, 257, 513], eps=[1e-5, 0.1], seeds=8,
+                            budget=5000, n_test=2048)),
 }
+#: When a model counts as having learned f (``criterion``, checked every ``eval_every`` steps
+#: and later every ``eval_growth`` x the step count, on all 2^N strings up to
+#: ``exhaustive_max``, above it on ``n_test`` held-out strings); ``curve_points`` of the stored
+#: loss curve; ``n_profile``: sampled strings of a profile above ``exhaustive_max``;
+#: ``sharpness`` and ``basin``: how the trained solutions are probed (on all strings or a
+#: fixed sample of ``n_strings``; power iteration to a relative ``tol``; ``copies`` perturbed
+#: copies per noise scale in ``sigmas``).
 EVAL = dict(criterion=0.99, eval_every=5, eval_growth=0.05, exhaustive_max=11, n_test=2048,
-                curve_points=60, dtype="float32")
+            curve_points=60, dtype="float32", n_profile=512,
+            sharpness=dict(n_strings=256, iters=60, tol=1e-3),
+            basin=dict(sigmas=[float(s) for s in np.geomspace(1e-4, 0.3, 13).round(6)],
+                       copies=8, n_strings=256))
 
 
-def configs(Ns, seeds, budget, batch, lr, targets=TARGETS, **evaluation) -> list:
-    """The configurations of chapter 6: one per (target, N), ``seeds`` models each."""
+def configs(Ns, seeds, budget, batch, lr, targets=TARGETS, sparse=None, long=None,
+            **evaluation) -> list:
+    """The configurations of ``ch6.training``: one per (target, N), ``seeds`` models each
+    (the sparse targets at their own lengths)."""
     ev = {**EVAL, **evaluation}
     pr = Protocol(steps=int(budget), batch=int(batch), lr=float(lr)).to_dict()
+    cells = [(t, N) for t in targets for N in Ns]
+    if sparse:
+        cells += [(t, N) for t in sparse["targets"] for N in sparse["Ns"]]
     return [dict(target=t, N=int(N), seeds=list(range(int(seeds))), protocol=pr, **ev)
-            for t in targets for N in Ns]
+            for t, N in cells]
+
+
+def long_configs(scale: str) -> list:
+    """The configurations of ``ch6.long``: FIRST and MAJORITY at each long N (odd, for
+    MAJORITY) and layer-norm eps, and PARITY at the shortest of them (eps = 1e-5);
+    accuracy on held-out strings, profiles sampled, no sharpness or basin."""
+    s = SIZES[check_scale(scale, "scale")]
+    lg = s["long"]
+    ev = {**EVAL, "n_test": int(lg["n_test"]), "eval_every": 10, "eval_growth": 0.1,
+          "n_profile": 128, "sharpness": None, "basin": None}
+    cells = [(t, N, eps) for eps in lg["eps"] for t in ("FIRST", "MAJORITY") for N in lg["Ns"]]
+    cells.append(("PARITY", min(lg["Ns"]), min(lg["eps"])))
+    return [dict(target=t, N=int(N), seeds=list(range(int(lg["seeds"]))),
+                 protocol=Protocol(steps=int(lg["budget"]), batch=int(s["batch"]),
+                                   lr=float(s["lr"]), eps=float(eps)).to_dict(), **ev)
+            for t, N, eps in cells]
 
 
 def sweep(scale: str, **overrides):
@@ -138,43 +246,72 @@ def sweep(scale: str, **overrides):
 
 
 #: Steps a configuration runs (until its slowest seed learns, at most the budget),
-#: log2(steps) = a + b N, per target: a rough fit to measured ci and book runs, used only to
-#: predict cost (other targets are predicted at the full budget).
-_COST_STEPS = {"PARITY": (5.1, 0.6), "FIRST": (4.9, 0.07), "MAJORITY": (4.0, 0.15)}
+#: log2(steps) = a + b N (N capped at 21), per target: a rough fit to measured ci and book
+#: runs, used only to predict cost (other targets are predicted at the full budget).
+_COST_STEPS = {"PARITY": (5.1, 0.6), "FIRST": (4.9, 0.07), "MAJORITY": (4.0, 0.15),
+               "SPARSE_PARITY_3": (6.6, 0.25), "SPARSE_MAJORITY_3": (6.0, 0.2)}
 
 
 def cost(config: dict) -> float:
     """Predicted CPU-seconds (one thread) of one configuration: steps x (a per-step overhead
-    + seeds x batch x (N+1) positions) plus the accuracy checks (seeds x strings x (N+1)),
-    with the steps from ``_COST_STEPS``; constants fitted on measured ci runs."""
+    + seeds x batch x (N+1) positions, more for long N where attention's (N+1)^2 shows)
+    plus the accuracy checks (seeds x strings x (N+1)) and the probes of the trained models
+    (about 15 Hessian-vector products; a basin curve), with the steps from
+    ``_COST_STEPS``; constants fitted on measured ci and book runs (``sensbook calibrate``)."""
     pr, N, P = config["protocol"], config["N"], len(config["seeds"])
     a, b = _COST_STEPS.get(config["target"], (math.log2(pr["steps"]), 0.0))
-    steps = min(pr["steps"], 2 ** (a + b * N))
+    steps = min(pr["steps"], 2 ** (a + b * min(N, 21)))
     checks = sum(1 for s in eval_schedule(pr["steps"], config["eval_every"], config["eval_growth"])
                  if s <= steps)
     strings = 2**N if N <= config["exhaustive_max"] else config["n_test"]
-    return 0.05 + steps * (8e-3 + 3e-6 * P * pr["batch"] * (N + 1)) \
-        + 1.5e-6 * checks * P * strings * (N + 1)
+    probe = 0.0
+    if config["sharpness"]:
+        probe += 3e-6 * 15 * P * min(2**N, config["sharpness"]["n_strings"]) * (N + 1)
+    if config["basin"]:
+        bs = config["basin"]
+        probe += P * (0.05 + 1e-6 * len(bs["sigmas"]) * bs["copies"]
+                      * min(2**N, bs["n_strings"]) * (N + 1))
+    per_step = 5e-3 + 2.5e-6 * P * pr["batch"] * (N + 1) * (1 + (N + 1) / 100)
+    return 0.05 + steps * per_step + 1e-6 * checks * P * strings * (N + 1) + probe
 
 
 register(Experiment("ch6.training", lambda scale: sweep(scale).configs,
                     "sensbook.experiments.ch6:run_config", cost,
-                    doc="steps to learn each target at each N, several seeds (chapter 6)"))
+                    doc="steps to learn each target at each N, several seeds, and what the "
+                        "trained models compute (chapter 6)"))
+register(Experiment("ch6.long", long_configs, "sensbook.experiments.ch6:run_config", cost,
+                    doc="FIRST and MAJORITY at long inputs, two layer-norm eps (chapter 6)"))
 
 
 # ---- chapter 6: analysis ------------------------------------------------------------------
 def times(configs, results) -> list:
-    """One row per (target, N): the per-seed steps to learn as an array with ``inf`` for
-    censored seeds, the budget, and counts (None results are skipped)."""
+    """One row per configuration: the per-seed steps to learn as an array with ``inf`` for
+    censored seeds, the budget, counts, the loss curve, layer-norm ``eps``, and the trained
+    models' measurements: ``before`` / ``after`` profile fractions (seeds, N+1) with their
+    ``profile_strings``, ``accuracy``, ``margin``, ``theta_norm``, ``sharpness`` and
+    ``sigma99`` (NaN for censored seeds). None results are skipped."""
     rows = []
+    nan = lambda v: np.array([np.nan if a is None else a for a in v], dtype=float)
     for c, r in zip(configs, results):
         if r is None:
             continue
         t = np.array([np.inf if s is None else s for s in r["steps"]], dtype=float)
-        rows.append(dict(target=c["target"], name=r["name"], N=int(c["N"]), steps=t,
-                         budget=int(r["budget"]), learned=int(np.isfinite(t).sum()),
-                         seeds=len(t), steps_run=int(r["steps_run"]),
-                         curve_steps=np.asarray(r["curve_steps"]), curve=np.asarray(r["curve"])))
+        row = dict(target=c["target"], name=r["name"], N=int(c["N"]), steps=t,
+                   budget=int(r["budget"]), learned=int(np.isfinite(t).sum()),
+                   seeds=len(t), steps_run=int(r["steps_run"]), eps=c["protocol"]["eps"],
+                   curve_steps=np.asarray(r["curve_steps"]), curve=np.asarray(r["curve"]))
+        for when in ("before", "after"):
+            K = np.asarray(r[when]["K"], dtype=float)
+            row[when] = K / K.sum(1, keepdims=True)
+            row[when + "_strings"] = K.sum(1)
+            row[when + "_accuracy"] = np.asarray(r[when]["accuracy"])
+        row["accuracy_strings"] = int(r["accuracy_strings"])
+        row["exhaustive"] = row["N"] <= c["exhaustive_max"]
+        row["margin"] = np.asarray(r["after"]["margin"])
+        row["theta_norm"] = np.asarray(r["after"]["theta_norm"])
+        row["sharpness"] = nan(r["sharpness"]["lam"]) if r["sharpness"] else np.full(len(t), np.nan)
+        row["sigma99"] = nan(r["basin"]["sigma99"]) if r["basin"] else np.full(len(t), np.nan)
+        rows.append(row)
     return rows
 
 
@@ -187,27 +324,163 @@ def plateau_exit(row, drop: float = 0.1) -> np.ndarray:
     return np.where(hit, row["curve_steps"][below.argmax(0)], np.inf)
 
 
-def growth_rate(rows, target_name: str, *, n_boot: int = 2000, seed: int = 0,
-                level: float = 0.95) -> dict:
-    """Fitted growth of the steps to learn with N: the least-squares slope b of
-    log2(steps) = a + b N over every seed at every N of ``target_name``, with censored seeds
-    counted at the budget (which understates them), and a bootstrap interval (seeds resampled
-    within each N). Returns ``slope``, ``low``, ``high``, ``censored`` (count) and ``n``."""
+def target_profile(name: str, N: int) -> np.ndarray:
+    """The profile fractions K_k / 2^N (k = 0..N) of the target itself."""
+    K = np.asarray(target(name, N).profile(N), dtype=float)
+    return K / K.sum()
+
+
+def profile_distance(fractions, reference) -> np.ndarray:
+    """Total-variation distance between profile fractions (..., N+1) and a reference profile:
+    half the l1 distance, the share of strings that would have to change sensitivity."""
+    return 0.5 * np.abs(np.asarray(fractions) - np.asarray(reference)).sum(-1)
+
+
+def accuracy_bound(N: int, accuracy: float) -> float:
+    """The largest profile distance from f of a model that agrees with f on a share
+    ``accuracy`` of {0,1}^N: (N + 1)(1 - accuracy).
+
+    A string's sensitivity can differ between g and f only if the string or one of its N
+    neighbours is an error (g != f there); each of the (1 - accuracy) 2^N errors touches
+    N + 1 strings, so at most (N + 1)(1 - accuracy) 2^N strings change sensitivity, and the
+    total-variation distance of the profiles is at most that share."""
+    return min(1.0, (N + 1) * (1 - accuracy))
+
+
+def learned_tolerance(row, criterion: float, z: float = 3.0) -> float:
+    """The profile distance a learned seed of ``row`` can have from its target:
+    :func:`accuracy_bound` at the criterion when the accuracy is exact (all 2^N strings);
+    when it is measured on held-out strings, at the criterion lowered by ``z`` binomial
+    standard errors of that measurement."""
+    acc = criterion
+    if not row["exhaustive"]:
+        acc -= z * math.sqrt(criterion * (1 - criterion) / row["accuracy_strings"])
+    return accuracy_bound(row["N"], acc)
+
+
+def profile_se(row, distance) -> np.ndarray:
+    """Standard error of a profile distance measured on sampled strings (0 when the profile
+    is exact): the binomial error of the share of strings ``distance`` stands for."""
+    d = np.asarray(distance, dtype=float)
+    if row["exhaustive"]:
+        return np.zeros_like(d)
+    return np.sqrt(d * (1 - d) / row["after_strings"])
+
+
+def profile_table(rows, criterion: float) -> str:
+    """Per target (HTML): models, the share with K_0 >= 1 before and after training, and the
+    mean profile distance from the target after training for learned and censored seeds,
+    with the bound (N+1)(1 - criterion) at the target's largest N."""
+    head = ("target", "lengths", "seeds", "K<sub>0</sub> ≥ 1 before", "K<sub>0</sub> ≥ 1 after",
+            "distance after: learned", "distance after: censored", "bound at largest N")
+    out = ["<table>", "<thead><tr>" + "".join(f"<th>{h}</th>" for h in head) + "</tr></thead>",
+           "<tbody>"]
+    for t in dict.fromkeys(r["target"] for r in rows):
+        rs = [r for r in rows if r["target"] == t]
+        dist = np.concatenate([profile_distance(r["after"], target_profile(t, r["N"]))
+                               for r in rs])
+        ok = np.concatenate([np.isfinite(r["steps"]) for r in rs])
+        k0 = lambda w: np.mean(np.concatenate([r[w][:, 0] > 0 for r in rs]))
+        mean = lambda m: f"{dist[m].mean():.3f} ({m.sum()})" if m.any() else "–"
+        cells = (rs[0]["name"], ", ".join(str(r["N"]) for r in rs), len(ok),
+                 f"{k0('before'):.2f}", f"{k0('after'):.2f}", mean(ok), mean(~ok),
+                 f"{accuracy_bound(max(r['N'] for r in rs), criterion):.2f}")
+        out.append("<tr>" + "".join(f"<td>{v}</td>" for v in cells) + "</tr>")
+    return "\n".join(out + ["</tbody>", "</table>"])
+
+
+def long_table(rows) -> str:
+    """The long-input results (HTML): per (target, eps, N) learned seeds, steps to learn,
+    the margin min |T| and the parameter norm of the trained models (medians)."""
+    head = ("target", "eps", "N", "learned", "steps: median [max]", "margin: median [min]",
+            "norm of θ: median")
+    out = ["<table>", "<thead><tr>" + "".join(f"<th>{h}</th>" for h in head) + "</tr></thead>",
+           "<tbody>"]
+    for r in rows:
+        t = np.minimum(r["steps"], r["budget"])
+        mx = f"{t.max():.0f}" if np.isfinite(r["steps"]).all() else "censored"
+        cells = (r["name"], f"{r['eps']:g}", r["N"], f"{r['learned']}/{r['seeds']}",
+                 f"{np.median(t):.0f} [{mx}]",
+                 f"{np.median(r['margin']):.3f} [{r['margin'].min():.3f}]",
+                 f"{np.median(r['theta_norm']):.1f}")
+        out.append("<tr>" + "".join(f"<td>{v}</td>" for v in cells) + "</tr>")
+    return "\n".join(out + ["</tbody>", "</table>"])
+
+
+def survival(rows, target_name: str) -> dict:
+    """Kaplan-Meier curve of the steps to learn per N of ``target_name`` ({N: km dict},
+    :func:`sensbook.survival.kaplan_meier`); censored seeds are at risk up to the budget."""
+    return {r["N"]: kaplan_meier(np.minimum(r["steps"], r["budget"]), np.isfinite(r["steps"]))
+            for r in rows if r["target"] == target_name}
+
+
+def _censored_data(rows, target_name):
     rs = [r for r in rows if r["target"] == target_name]
     if len({r["N"] for r in rs}) < 2:
         raise ValueError(f"target_name={target_name!r}: need at least two lengths, got "
                          f"{sorted(r['N'] for r in rs)}")
-    Ns = [np.full(r["seeds"], r["N"], dtype=float) for r in rs]
-    ys = [np.log2(np.minimum(r["steps"], r["budget"])) for r in rs]
-    slope = lambda x, y: np.polyfit(x, y, 1)[0]
-    b = slope(np.concatenate(Ns), np.concatenate(ys))
+    N = np.concatenate([np.full(r["seeds"], r["N"], dtype=float) for r in rs])
+    t = np.concatenate([np.minimum(r["steps"], r["budget"]) for r in rs])
+    d = np.concatenate([np.isfinite(r["steps"]) for r in rs])
+    return N, t, d
+
+
+def growth(rows, target_name: str, dist: str = "log-normal") -> dict:
+    """How the steps to learn grow with N, censoring included: the accelerated-failure-time
+    model log2 steps = a + b N + sigma e fitted by maximum likelihood
+    (:func:`sensbook.survival.fit_aft`), b's 95% profile-likelihood interval, and the same
+    model with log N in place of N (``slope_logN``). ``heldout`` (three lengths or more):
+    the leave-one-length-out predictive log-likelihood of each covariate (``N``, ``logN``)."""
+    N, t, d = _censored_data(rows, target_name)
+    fit = fit_aft(N, t, d, dist)
+    low, high = profile_interval(N, t, d, dist, fit=fit)
+    fit_log = fit_aft(np.log(N), t, d, dist)
+    held = None
+    if len(np.unique(N)) >= 3:
+        held = {"N": heldout_loglik(N, t, d, lambda n: n, dist)["total"],
+                "logN": heldout_loglik(N, t, d, np.log, dist)["total"]}
+    return dict(target=target_name, dist=dist, slope=fit["b"], low=low, high=high,
+                sigma=fit["sigma"], a=fit["a"], slope_logN=fit_log["b"], heldout=held,
+                censored=int((~d).sum()), n=len(t))
+
+
+def preferred_growth(fits, margin: float = 2.0) -> str:
+    """Which covariate the held-out lengths prefer, over several error laws (``fits``: results
+    of :func:`growth` for one target): ``"N"`` (exponential in N) or ``"log N"`` (a power of
+    N) when every law prefers it by more than ``margin`` log-likelihood units (a likelihood
+    ratio above e^2, about 7), else ``"cannot tell"``."""
+    diffs = [g["heldout"]["N"] - g["heldout"]["logN"] for g in fits if g["heldout"]]
+    if not diffs:
+        return "cannot tell"
+    if all(x > margin for x in diffs):
+        return "N"
+    if all(x < -margin for x in diffs):
+        return "log N"
+    return "cannot tell"
+
+
+def log_slope(rows, target_name: str, key: str, *, n_boot: int = 2000, seed: int = 0) -> dict:
+    """Least-squares slope of log2(``key``) against N over the seeds of ``target_name`` where
+    ``key`` is finite (e.g. ``sharpness``, ``sigma99`` of learned seeds), with a 95% bootstrap
+    interval (seeds resampled within each N). Also the median per N."""
+    rs = [r for r in rows if r["target"] == target_name]
+    xs, ys = [], []
+    for r in rs:
+        v = np.asarray(r[key], dtype=float)
+        ok = np.isfinite(v) & (v > 0)
+        if ok.any():
+            xs.append(np.full(ok.sum(), r["N"], dtype=float))
+            ys.append(np.log2(v[ok]))
+    if len(xs) < 2:
+        raise ValueError(f"{target_name}: {key} is finite at fewer than two lengths")
+    fit = lambda x, y: np.polyfit(x, y, 1)[0]
+    b = fit(np.concatenate(xs), np.concatenate(ys))
     rng = np.random.default_rng(seed)
-    boot = [slope(np.concatenate(Ns), np.concatenate([y[rng.integers(0, len(y), len(y))]
-                                                      for y in ys])) for _ in range(n_boot)]
-    lo, hi = np.quantile(boot, [(1 - level) / 2, (1 + level) / 2])
-    return dict(target=target_name, slope=float(b), low=float(lo), high=float(hi),
-                censored=int(sum(np.isinf(r["steps"]).sum() for r in rs)),
-                n=int(sum(r["seeds"] for r in rs)), level=level)
+    boot = [fit(np.concatenate(xs), np.concatenate([y[rng.integers(0, len(y), len(y))]
+                                                    for y in ys])) for _ in range(n_boot)]
+    lo, hi = np.quantile(boot, [0.025, 0.975])
+    return dict(slope=float(b), low=float(lo), high=float(hi),
+                Ns=[int(x[0]) for x in xs], median=[float(2 ** np.median(y)) for y in ys])
 
 
 def table(rows) -> str:

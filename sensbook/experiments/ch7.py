@@ -17,9 +17,9 @@ from ..fourier import spectral_weights
 from ..model import INITS
 from ..profile import profile_from_table, truth_table
 from ..settings import device
-from ..train import Protocol, accuracy, target, train_population
+from ..train import Protocol, accuracy, eval_schedule, learn, target
 from ..volume import wilson_interval
-from . import Experiment, register
+from . import Experiment, ch6, register
 
 def _with_one_thread(fn, config, dev):
     threads = torch.get_num_threads()
@@ -78,15 +78,15 @@ def _summary(table):
 
 #: Chapter 7's sizes per scale (the one place they live). Survey: ``Ns``, ``P`` models
 #: per (arch, init, N) cell, the same P seeds at every N (one population followed across
-#: N). Training: ``train_N``, ``targets``, ``seeds`` per cell, ``steps``, ``batch``.
+#: N). Training: ``train_N``, ``targets``, ``seeds`` per cell; the step budget, batch and
+#: learning rate are chapter 6's at the same scale (``ch6.SIZES``).
 SIZES = {
     "ci": dict(Ns=[6, 8], P=24, n_random=400, train_N=7, targets=["PARITY", "MAJORITY"],
-               seeds=3, steps=150, batch=64),
+               seeds=3),
     "book": dict(Ns=[6, 8, 10], P=64, n_random=2000, train_N=9,
-                 targets=["PARITY", "MAJORITY"], seeds=4, steps=300, batch=64),
+                 targets=["PARITY", "MAJORITY"], seeds=4),
     "paper": dict(Ns=[6, 8, 10, 12, 14], P=512, n_random=20000, train_N=11,
-                  targets=["PARITY", "MAJORITY", "FIRST"], seeds=16, steps=3000,
-                  batch=256),
+                  targets=["PARITY", "MAJORITY", "FIRST"], seeds=16),
 }
 SHAPE = dict(D=16, L=2, H=2)
 
@@ -126,8 +126,10 @@ register(Experiment("ch7.survey", ch7_survey_configs, "sensbook.experiments.ch7:
 
 
 def train_one(config: dict) -> dict:
-    """The training experiment for one (arch, target) cell (chapter 6's protocol):
-    accuracy, exact profile and Fourier weights before and after training, per seed."""
+    """The training experiment for one (arch, target) cell, with chapter 6's protocol and
+    criterion: steps to learn per seed (None: censored at the budget,
+    :func:`sensbook.train.learn`), and accuracy, exact profile and Fourier weights before and
+    after training (the trained model of a seed: at its first passage, or at the budget)."""
     return _with_one_thread(_train, config, _device(config))
 
 
@@ -146,30 +148,44 @@ def _train(config, dev):
         return {**_summary(table), "accuracy": accuracy(model, f, N).tolist()}
 
     before = measure()
-    curve = train_population(model, f, N, seeds, pr, progress=False)
+    run = learn(model, f, N, seeds, pr, criterion=float(config["criterion"]),
+                checks=eval_schedule(pr.steps, config["eval_every"], config["eval_growth"]),
+                log_steps=[pr.steps])
     after = measure()
-    return {"before": before, "after": after, "final_loss": curve[-1].tolist(),
-            "target_K": f.profile(N).tolist(), "cpu_seconds": time.process_time() - c0}
+    return {"before": before, "after": after, "steps": run["steps"],
+            "steps_run": run["steps_run"], "budget": pr.steps,
+            "final_loss": run["curve"][-1].tolist(), "target_K": f.profile(N).tolist(),
+            "cpu_seconds": time.process_time() - c0}
 
 
 def ch7_train_configs(scale: str) -> list:
-    s = SIZES[scale]
-    pr = Protocol(steps=s["steps"], batch=s["batch"], **SHAPE).to_dict()
+    """One configuration per (target, arch): chapter 6's step budget, batch, learning rate
+    and criterion at this scale (``ch6.SIZES``, ``ch6.EVAL``), at length ``train_N``."""
+    s, s6 = SIZES[scale], ch6.SIZES[scale]
+    pr = Protocol(steps=s6["budget"], batch=s6["batch"], lr=s6["lr"], **SHAPE).to_dict()
+    ev = {k: ch6.EVAL[k] for k in ("criterion", "eval_every", "eval_growth")}
     return [dict(arch=arch, target=t, N=s["train_N"], seeds=list(range(s["seeds"])),
-                 protocol=pr) for t in s["targets"] for arch in ARCHS]
+                 protocol=pr, **ev) for t in s["targets"] for arch in ARCHS]
 
 
 #: CPU-seconds per optimizer step (fitted on the ci and book runs: steps are
 #: overhead-bound).
-_STEP = {"post-LN": 0.012, "pre-LN": 0.014, "no-LN": 0.012, "RMS": 0.014,
-         "LSTM": 0.0055, "MLP": 0.0017}
+_STEP = {"post-LN": 0.0085, "pre-LN": 0.011, "no-LN": 0.011, "RMS": 0.011,
+         "LSTM": 0.0042, "MLP": 0.0013}
+#: Steps a cell runs (its slowest seed's steps to learn, or the budget): a rough guess from
+#: the ci runs (MAJORITY within a few hundred steps; PARITY within about 1000 except the
+#: LSTM, which runs to the budget).
+_RUN = {"MAJORITY": 150, "PARITY": 1000}
 
 
 def train_cost(config: dict) -> float:
-    """Predicted seconds: steps x a per-architecture constant, growing with
-    seeds x batch."""
+    """Predicted seconds: steps run x a per-architecture constant, growing with
+    seeds x batch; PARITY cells are predicted at the full budget."""
     pr, n = config["protocol"], len(config["seeds"])
-    return 0.5 + pr["steps"] * _STEP[config["arch"]] * (1 + n * pr["batch"] / 512)
+    steps = min(pr["steps"], _RUN.get(config["target"], pr["steps"]))
+    if config["arch"] == "LSTM" and config["target"] == "PARITY":
+        steps = pr["steps"]
+    return 0.5 + steps * _STEP[config["arch"]] * (1 + n * pr["batch"] / 512)
 
 
 register(Experiment("ch7.training", ch7_train_configs, "sensbook.experiments.ch7:train_one",

@@ -5,6 +5,7 @@ import torch
 
 import sensbook as sb
 from sensbook.experiments import ch6
+from sensbook.train import target
 from tests.test_train import _row, tiny
 
 
@@ -89,23 +90,88 @@ def test_run_config_rejects_bad_configs(change, arg):
         ch6.run_config(c, device="cpu")
 
 
-def test_growth_rate_recovers_a_known_slope_and_counts_censored_at_the_budget():
-    rows = [_row("A", N, [2 ** (3 + 0.5 * N)] * 4) for N in (4, 8, 12)]
-    g = ch6.growth_rate(rows, "A")
-    assert g["slope"] == pytest.approx(0.5) and g["low"] == pytest.approx(0.5)
-    assert g["high"] == pytest.approx(0.5) and g["censored"] == 0 and g["n"] == 12
-    # noisy seeds: the interval has width and contains the least-squares slope
+def test_growth_recovers_a_known_slope_and_uses_the_censored_seeds():
     rng = np.random.default_rng(1)
-    rows = [_row("B", N, 2 ** (3 + 0.5 * N + rng.normal(0, 0.5, 6))) for N in (4, 8, 12)]
-    g = ch6.growth_rate(rows, "B")
-    assert g["low"] < g["slope"] < g["high"] and 0.2 < g["slope"] < 0.8
-    # censored seeds enter at the budget: the same slope as if they had taken budget steps
-    cens = [_row("C", 4, [16, 16]), _row("C", 8, [64, None], budget=256)]
-    same = [_row("C", 4, [16, 16]), _row("C", 8, [64, 256], budget=256)]
-    assert ch6.growth_rate(cens, "C")["slope"] == pytest.approx(ch6.growth_rate(same, "C")["slope"])
-    assert ch6.growth_rate(cens, "C")["censored"] == 1
+    Ns = (5, 7, 9, 11)
+    true = {N: 2 ** (3 + 0.5 * N + 0.3 * rng.standard_normal(8)) for N in Ns}
+    budget = 2**7.5
+    rows = [_row("A", N, [s if s <= budget else None for s in true[N]], budget=budget)
+            for N in Ns]
+    g = ch6.growth(rows, "A")
+    assert g["low"] < 0.5 < g["high"] and g["censored"] == sum(
+        int((true[N] > budget).sum()) for N in Ns) > 4
+    # counted at the budget instead, the slope is biased low
+    assert ch6.growth([_row("A", N, np.minimum(true[N], budget), budget=budget)
+                       for N in Ns], "A")["slope"] < g["low"]
+    assert set(g["heldout"]) == {"N", "logN"}
     with pytest.raises(ValueError, match="two lengths"):
-        ch6.growth_rate([_row("D", 4, [5, 6])], "D")
+        ch6.growth([_row("D", 4, [5, 6])], "D")
+
+
+def test_preferred_growth_needs_every_law_to_agree():
+    fit = lambda n, logn: dict(heldout=dict(N=n, logN=logn))
+    assert ch6.preferred_growth([fit(-10, -15), fit(-3, -6)]) == "N"
+    assert ch6.preferred_growth([fit(-15, -10), fit(-9, -6)]) == "log N"
+    assert ch6.preferred_growth([fit(-10, -15), fit(-6, -5)]) == "cannot tell"
+    assert ch6.preferred_growth([dict(heldout=None)]) == "cannot tell"
+
+
+@pytest.mark.parametrize("name,N", [("PARITY", 6), ("FIRST", 5), ("MAJORITY", 7)])
+def test_accuracy_bound_holds_for_every_error_set_and_is_attained(name, N):
+    f = target(name, N)
+    table = f(sb.strings(N)).numpy()
+    ref = ch6.target_profile(name, N)
+    rng = np.random.default_rng(0)
+    for k in (1, 2, 3, 5):
+        for _ in range(30):
+            g = table.copy()
+            g[rng.choice(2**N, k, replace=False)] ^= True
+            prof = sb.TruthTable(g).profile(N) / 2**N
+            assert ch6.profile_distance(prof, ref) <= ch6.accuracy_bound(N, 1 - k / 2**N) + 1e-12
+    if name == "PARITY":          # one isolated error moves exactly N + 1 strings
+        g = table.copy()
+        g[0] ^= True
+        prof = sb.TruthTable(g).profile(N) / 2**N
+        assert ch6.profile_distance(prof, ref) == pytest.approx((N + 1) / 2**N)
+        assert prof[0] == 1 / 2**N              # and the error is a zero-sensitivity string
+
+
+def test_run_config_records_the_initial_and_the_trained_models():
+    c = tiny_config("MAJORITY", 5, budget=80, criterion=0.9,
+                    basin=dict(sigmas=[1e-4, 1e-2, 1.0], copies=4, n_strings=16))
+    r = ch6.run_config(c, device="cpu")
+    pr = sb.Protocol.from_dict(c["protocol"])
+    init = sb.init_population(c["seeds"], pr)
+    assert r["before"]["K"] == sb.sensitivity_profile(init, 5, progress=False).counts.tolist()
+    for p, s in enumerate(r["steps"]):
+        alone = sb.init_population([p], pr)
+        steps = s if s is not None else r["steps_run"]
+        sb.train_population(alone, sb.MAJORITY, 5, [p], pr.replace(steps=steps),
+                            progress=False)
+        K = sb.sensitivity_profile(alone, 5, progress=False).counts[0].tolist()
+        assert r["after"]["K"][p] == K
+        assert r["after"]["accuracy"][p] == pytest.approx(sb.accuracy(alone, sb.MAJORITY, 5)[0])
+        assert r["after"]["margin"][p] == pytest.approx(
+            float(alone(sb.strings(5)).detach().abs().min()), abs=1e-6)     # float32
+        lam, s99 = r["sharpness"]["lam"][p], r["basin"]["sigma99"][p]
+        assert (lam is None) == (s is None) and (s99 is None) == (s is None)
+        if s is not None:
+            assert lam > 0 and 1e-4 < s99 < 1.0           # agreement 1 at 1e-4, low at 1
+            assert r["basin"]["agreement"][p][0] == 1.0
+    assert any(s is not None for s in r["steps"])
+    rows = ch6.times([c], [r])
+    np.testing.assert_allclose(rows[0]["after"].sum(1), 1)
+
+
+def test_long_configs_are_odd_lengths_at_each_eps_plus_one_parity_cell():
+    for scale in sb.SCALES:
+        lg = ch6.SIZES[scale]["long"]
+        cs = ch6.long_configs(scale)
+        assert len(cs) == 2 * len(lg["Ns"]) * len(lg["eps"]) + 1
+        assert all(c["N"] % 2 == 1 and c["N"] > c["exhaustive_max"] for c in cs)
+        assert {c["protocol"]["eps"] for c in cs} == set(lg["eps"])
+        assert [c["target"] for c in cs].count("PARITY") == 1
+        assert all(c["sharpness"] is None and c["basin"] is None for c in cs)
 
 
 def test_plateau_exit_is_the_first_window_below_log2_minus_drop():
@@ -127,12 +193,14 @@ def test_chapter6_configs_one_per_target_and_length_within_the_book_budget():
         sizes = ch6.SIZES[scale]
         cs = ch6.sweep(scale).configs
         cells = {(c["target"], c["N"]) for c in cs}
-        assert len(cells) == len(cs) == len(sizes["targets"]) * len(sizes["Ns"])
+        sparse = sizes["sparse"]
+        assert len(cells) == len(cs) == len(sizes["targets"]) * len(sizes["Ns"]) + len(
+            sparse["targets"]) * len(sparse["Ns"])
         assert all(c["N"] % 2 == 1 for c in cs)            # MAJORITY without ties
         assert all(len(c["seeds"]) == sizes["seeds"] for c in cs)
         assert all(ch6.cost(c) > 0 for c in cs)
         for t in ("PARITY", "FIRST", "MAJORITY"):
             assert t in sizes["targets"]
-    # the chapter's book-scale budget: 360 CPU-seconds of one thread
-    assert sum(ch6.cost(c) for c in ch6.sweep("book").configs) <= 360
+    # the chapter's book-scale budget: 600 CPU-seconds of one thread (training and long)
+    assert sum(ch6.cost(c) for c in ch6.sweep("book").configs + ch6.long_configs("book")) <= 600
     assert sb.experiment("ch6.training").configs("ci") == ch6.sweep("ci").configs

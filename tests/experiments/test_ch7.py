@@ -30,3 +30,38 @@ def test_rank_correlation():
     # ties get average ranks: identical to the correlation of average ranks
     r, _, _ = ch7.rank_correlation([1, 1, 2, 3], [1, 2, 2, 3])
     assert r == pytest.approx(np.corrcoef([0.5, 0.5, 2, 3], [0, 1.5, 1.5, 3])[0, 1])
+
+
+def test_training_uses_chapter_6s_protocol_and_records_censoring():
+    from sensbook.experiments import ch6
+
+    for scale in sb.SCALES:
+        for c in ch7.ch7_train_configs(scale):
+            pr = c["protocol"]
+            assert pr["steps"] == ch6.SIZES[scale]["budget"]
+            assert (pr["batch"], pr["lr"]) == (ch6.SIZES[scale]["batch"], ch6.SIZES[scale]["lr"])
+            assert c["criterion"] == ch6.EVAL["criterion"]
+    c = dict(arch="MLP", target="MAJORITY", N=5, seeds=[0, 1],
+             protocol=sb.Protocol(steps=60, batch=32, lr=3e-3, D=8, L=1, H=2).to_dict(),
+             criterion=0.9, eval_every=5, eval_growth=0.05)
+    r = ch7.train_one(c)
+    acc = np.array(r["after"]["accuracy"])
+    for s, a in zip(r["steps"], acc):
+        assert (s is not None) == (a >= 0.9), (r["steps"], acc)   # trained model at passage
+    assert r["steps_run"] == (max(r["steps"]) if None not in r["steps"] else 60)
+    pop = sb.control_population("MLP", [0, 1], N=5, D=8, L=1, H=2, eps=1e-5,
+                                init="xavier_normal")
+    assert r["before"]["accuracy"] == pytest.approx(sb.accuracy(pop, sb.MAJORITY, 5).tolist())
+
+
+def test_post_ln_training_is_chapter_6s_training():
+    from sensbook.experiments import ch6
+
+    pr = sb.Protocol(steps=60, batch=32, lr=3e-3, D=16, L=2, H=2).to_dict()
+    ev = dict(criterion=0.9, eval_every=5, eval_growth=0.05)
+    r7 = ch7.train_one(dict(arch="post-LN", target="MAJORITY", N=5, seeds=[0, 1],
+                            protocol=pr, **ev))
+    c6 = dict(target="MAJORITY", N=5, seeds=[0, 1], protocol=pr,
+              **{**ch6.EVAL, **ev, "sharpness": None, "basin": None})
+    r6 = ch6.run_config(c6, device="cpu")
+    assert r7["steps"] == r6["steps"] and r7["after"]["K"] == r6["after"]["K"]

@@ -1,0 +1,134 @@
+"""Censored-time estimators (sensbook/survival.py) against independent computations."""
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from sensbook.survival import (aft_loglik, fit_aft, heldout_loglik, kaplan_meier,
+                               profile_interval)
+
+
+def redistribute_to_the_right(t, d):
+    """Efron's (1967) redistribute-to-the-right: each censored subject hands its mass in
+    equal parts to everyone later; the mass left on events is the Kaplan-Meier jump."""
+    order = np.lexsort((~d, t))                      # events before censorings at ties
+    t, d = t[order], d[order]
+    w = np.full(len(t), 1 / len(t))
+    for i in range(len(t)):
+        if not d[i]:
+            if i + 1 < len(t):
+                w[i + 1:] += w[i] / (len(t) - i - 1)
+            w[i] = 0
+    return t, w
+
+
+def test_kaplan_meier_equals_redistribute_to_the_right_on_random_tiny_data():
+    rng = np.random.default_rng(0)
+    for _ in range(300):
+        n = int(rng.integers(1, 10))
+        t = rng.integers(1, 6, n).astype(float)
+        d = rng.random(n) < 0.6
+        if not d.any():
+            continue
+        km = kaplan_meier(t, d)
+        tt, w = redistribute_to_the_right(t, d)
+        for u, S in zip(km["t"], km["S"]):
+            assert S == pytest.approx(1 - w[tt <= u].sum(), abs=1e-12), (t, d)
+
+
+def test_kaplan_meier_by_hand_with_greenwood():
+    # times 2, 3+, 4, 4, 5+ (+: censored): at 2, 5 at risk, 1 event; at 4, 3 at risk, 2 events
+    km = kaplan_meier([2, 3, 4, 4, 5], np.array([True, False, True, True, False]))
+    np.testing.assert_array_equal(km["t"], [2, 4])
+    np.testing.assert_array_equal(km["at_risk"], [5, 3])
+    np.testing.assert_allclose(km["S"], [4 / 5, 4 / 5 * 1 / 3])
+    g = [1 / (5 * 4), 1 / (5 * 4) + 2 / (3 * 1)]
+    np.testing.assert_allclose(km["se"], np.array(km["S"]) * np.sqrt(g))
+    assert km["median"] == 4 and km["censored"] == 2
+
+
+def test_kaplan_meier_without_censoring_is_the_empirical_survival():
+    t = np.random.default_rng(1).exponential(size=40) + 0.1
+    km = kaplan_meier(t, np.ones(40, bool))
+    S = 1 - np.arange(1, 41) / 40
+    np.testing.assert_allclose(km["S"], S)
+    np.testing.assert_allclose(km["se"][:-1], np.sqrt(S * (1 - S) / 40)[:-1])  # binomial
+    assert km["median"] == np.sort(t)[19]
+    # all censored beyond the first half: median undefined
+    assert math.isinf(kaplan_meier([1, 5, 5, 5], np.array([True, False, False, False]))["median"])
+
+
+def test_uncensored_log_normal_fit_is_least_squares():
+    rng = np.random.default_rng(2)
+    x = rng.integers(3, 12, 50).astype(float)
+    y = 2 + 0.4 * x + 0.7 * rng.standard_normal(50)
+    f = fit_aft(x, 2**y, np.ones(50, bool))
+    b, a = np.polyfit(x, y, 1)
+    resid = y - a - b * x
+    assert f["a"] == pytest.approx(a, abs=1e-6) and f["b"] == pytest.approx(b, abs=1e-6)
+    assert f["sigma"] == pytest.approx(np.sqrt(np.mean(resid**2)), rel=1e-6)
+    A = np.stack([np.ones_like(x), x], 1)
+    assert f["se_b"] == pytest.approx(f["sigma"] * np.sqrt(np.linalg.inv(A.T @ A)[1, 1]),
+                                      rel=1e-5)
+    # the profile-likelihood interval of an uncensored normal regression: where
+    # n log(RSS(b) / RSS(b_hat)) = chi2_1(0.95), RSS(b) minimised over a at fixed b
+    lo, hi = profile_interval(x, 2**y, np.ones(50, bool), fit=f)
+    rss = lambda bb: ((y - bb * x) - (y - bb * x).mean()) @ ((y - bb * x) - (y - bb * x).mean())
+    for bound in (lo, hi):
+        assert 50 * math.log(rss(bound) / rss(b)) == pytest.approx(3.841458820694124, abs=1e-3)
+    assert lo < b < hi
+
+
+def test_log_likelihood_terms_by_hand():
+    p = torch.tensor([1.0, 0.5, math.log(0.8)], dtype=torch.float64)
+    x, y, d = np.array([2.0, 4.0]), np.array([2.5, 3.5]), np.array([True, False])
+    z = (y - 1 - 0.5 * x) / 0.8
+    norm_pdf = math.exp(-z[0]**2 / 2) / math.sqrt(2 * math.pi) / 0.8
+    norm_sf = 0.5 * math.erfc(z[1] / math.sqrt(2))
+    assert float(aft_loglik(p, x, y, d, "log-normal")) == pytest.approx(
+        math.log(norm_pdf) + math.log(norm_sf), rel=1e-12)
+    # minimum extreme value: density e^z exp(-e^z) / sigma, survival exp(-e^z)
+    gum = math.exp(z[0]) * math.exp(-math.exp(z[0])) / 0.8
+    assert float(aft_loglik(p, x, y, d, "weibull")) == pytest.approx(
+        math.log(gum) - math.exp(z[1]), rel=1e-12)
+
+
+@pytest.mark.parametrize("dist", ["log-normal", "weibull"])
+def test_censored_fit_recovers_the_slope_where_the_budget_summary_does_not(dist):
+    rng = np.random.default_rng(3)
+    n = 4000
+    x = rng.integers(3, 14, n).astype(float)
+    e = rng.standard_normal(n) if dist == "log-normal" else np.log(rng.exponential(size=n))
+    y = 3 + 0.5 * x + 0.6 * e
+    budget = 7.0                                  # log2: most long-N runs hit it
+    d = y < budget
+    t = 2 ** np.minimum(y, budget)
+    f = fit_aft(x, t, d, dist)
+    assert abs(f["b"] - 0.5) < 4 * f["se_b"] and abs(f["sigma"] - 0.6) < 0.05
+    assert np.polyfit(x, np.log2(t), 1)[0] < 0.35        # counting at the budget: too low
+    assert f["censored"] == int((~d).sum()) > n / 3
+
+
+def test_heldout_loglik_is_the_fit_without_that_length():
+    rng = np.random.default_rng(4)
+    N = np.repeat([5.0, 7.0, 9.0], 6)
+    t = 2 ** (2 + 0.5 * N + 0.3 * rng.standard_normal(18))
+    d = np.ones(18, bool)
+    d[-2:] = False
+    h = heldout_loglik(N, t, d, lambda n: n)
+    rest = N != 7
+    f = fit_aft(N[rest], t[rest], d[rest])
+    want = aft_loglik(torch.tensor(f["params"]), N[~rest], np.log2(t[~rest]), d[~rest])
+    assert h["per_N"][7.0] == pytest.approx(float(want)) and len(h["per_N"]) == 3
+
+
+def test_bad_input_raises():
+    with pytest.raises(ValueError, match="observed must be a bool"):
+        kaplan_meier([1, 2], [1, 0])
+    with pytest.raises(ValueError, match="times must be finite"):
+        kaplan_meier([1, np.inf], np.array([True, False]))
+    with pytest.raises(ValueError, match="dist="):
+        fit_aft([1, 2], [3, 4], np.array([True, True]), "gamma")
+    with pytest.raises(ValueError, match="two or more distinct"):
+        fit_aft([1, 1, 2], [3, 4, 5], np.array([True, True, False]))

@@ -467,6 +467,50 @@ def _log_blowup(model: Recognizer, x: torch.Tensor) -> torch.Tensor:
     return torch.log1p(1 / torch.sqrt(var + model.eps)).amax(-1).sum(-1)
 
 
+def ascend_in_box(model, log_objective, *, steps: int, lr: tuple, box: float = 1.0,
+                  before_step=None) -> None:
+    """Gradient ascent over theta in the box [-box, box]^M, in place, on ``log_objective()``
+    (a tensor with the population axis first: each of the P models is its own start).
+
+    Adam, with a step size decaying geometrically from ``lr[0]`` to ``lr[1]``; every parameter
+    is clipped to the box before the first step and after each one. A non-finite objective or
+    gradient (a layer-norm input of variance 0 at eps = 0) contributes nothing, so that start
+    stays where it is. ``before_step(t)`` is called before step t = 0, ..., ``steps`` (the last
+    call after the final step). The one search behind :func:`maximise_blowup` and
+    :func:`sensbook.hinge.maximise_influence`.
+    """
+    steps = _check_int("steps", steps)
+    box = _check_pos("box", box)
+    if len(lr) != 2 or not 0 < lr[1] <= lr[0]:
+        raise ValueError(f"lr must be (start, end) with 0 < end <= start, got {lr!r}")
+    params = list(model.parameters())
+
+    def clip():
+        with torch.no_grad():
+            for p in params:
+                p.clamp_(-box, box)
+
+    clip()
+    opt = torch.optim.Adam(params, lr=lr[0])
+    sched = torch.optim.lr_scheduler.ExponentialLR(opt, (lr[1] / lr[0]) ** (1 / steps))
+    for t in range(steps + 1):
+        if before_step is not None:
+            before_step(t)
+        if t == steps:
+            break
+        with torch.enable_grad():
+            val = log_objective()
+            loss = -torch.where(torch.isfinite(val), val, torch.zeros_like(val)).sum()
+            opt.zero_grad()
+            loss.backward()
+        for p in params:
+            if p.grad is not None:
+                p.grad.nan_to_num_(0.0, 0.0, 0.0)
+        opt.step()
+        sched.step()
+        clip()
+
+
 def maximise_blowup(
     model: Recognizer,
     x: torch.Tensor,
@@ -489,35 +533,14 @@ def maximise_blowup(
     """
     model = _check_model(model)
     steps, every = _check_int("steps", steps), _check_int("every", every)
-    box = _check_pos("box", box)
-    if len(lr) != 2 or not 0 < lr[1] <= lr[0]:
-        raise ValueError(f"lr must be (start, end) with 0 < end <= start, got {lr!r}")
     x = torch.as_tensor(x).float()
-    params = list(model.parameters())
-    with torch.no_grad():
-        for p in params:
-            p.clamp_(-box, box)
-    opt = torch.optim.Adam(params, lr=lr[0])
-    decay = (lr[1] / lr[0]) ** (1 / steps)
-    sched = torch.optim.lr_scheduler.ExponentialLR(opt, decay)
     done, hist = [], []
-    for t in range(steps + 1):
+
+    def record(t):
         if t % every == 0 or t == steps:
             done.append(t)
             hist.append(blowup(model, x).double().cpu().numpy())
-        if t == steps:
-            break
-        with torch.enable_grad():
-            loss = -_log_blowup(model, x)
-            loss = torch.where(torch.isfinite(loss), loss, torch.zeros_like(loss)).sum()
-            opt.zero_grad()
-            loss.backward()
-        for p in params:  # a zero variance: stop that start
-            if p.grad is not None:
-                p.grad.nan_to_num_(0.0, 0.0, 0.0)
-        opt.step()
-        sched.step()
-        with torch.no_grad():
-            for p in params:
-                p.clamp_(-box, box)
+
+    ascend_in_box(model, lambda: _log_blowup(model, x), steps=steps, lr=lr, box=box,
+                  before_step=record)
     return np.array(done), np.stack(hist)

@@ -16,12 +16,11 @@ that hinge for populations of :class:`sensbook.Recognizer` models:
 """
 from __future__ import annotations
 
-import math
 
 import numpy as np
 import torch
 
-from .geometry import with_flips
+from .geometry import ascend_in_box, with_flips
 from .model import Recognizer
 from .profile import ACCEPT, REJECT, classify
 
@@ -110,36 +109,17 @@ def maximise_influence(model: Recognizer, x, bits, *, steps: int = 150,
     x = torch.as_tensor(x).to(model.dtype)
     if x.dim() != 2 or x.shape[0] != 1:
         raise ValueError(f"x must have shape (1, N), got {tuple(x.shape)}")
-    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
-        raise ValueError(f"steps must be an integer >= 1, got {steps!r}")
-    if not (isinstance(box, (int, float)) and math.isfinite(box) and box > 0):
-        raise ValueError(f"box must be a finite number > 0, got {box!r}")
-    if len(lr) != 2 or not 0 < lr[1] <= lr[0]:
-        raise ValueError(f"lr must be (start, end) with 0 < end <= start, got {lr!r}")
     allbits = torch.arange(x.shape[1])
     largest = lambda: flip_hinge(model, x, allbits, blowups=False)["dT"].amax((1, 2))
-    params = list(model.parameters())
-    with torch.no_grad():
-        for p in params:
-            p.clamp_(-box, box)
-    start = largest().double().cpu().numpy()
     xs = with_flips(x, torch.as_tensor(bits))[0].to(model.device)    # (1+k, N)
-    opt = torch.optim.Adam(params, lr=lr[0])
-    sched = torch.optim.lr_scheduler.ExponentialLR(opt, (lr[1] / lr[0]) ** (1 / steps))
-    for _ in range(steps):
-        with torch.enable_grad():
-            T = model(xs)                                           # (P, 1+k)
-            d = (T[:, 1:] - T[:, :1]).abs().amax(-1)
-            loss = -torch.log(d + 1e-300)
-            loss = torch.where(torch.isfinite(loss), loss, torch.zeros_like(loss)).sum()
-            opt.zero_grad()
-            loss.backward()
-        for p in params:                        # a zero variance at eps = 0: no step there
-            if p.grad is not None:
-                p.grad.nan_to_num_(0.0, 0.0, 0.0)
-        opt.step()
-        sched.step()
-        with torch.no_grad():
-            for p in params:
-                p.clamp_(-box, box)
+
+    def log_flip():
+        T = model(xs)                                                 # (P, 1+k)
+        d = (T[:, 1:] - T[:, :1]).abs().amax(-1)
+        return torch.log(d + 1e-300)
+
+    starts = []
+    ascend_in_box(model, log_flip, steps=steps, lr=lr, box=box,
+                  before_step=lambda t: starts.append(largest()) if t == 0 else None)
+    start = starts[0].double().cpu().numpy()
     return start, largest().double().cpu().numpy()

@@ -226,6 +226,13 @@ def train_population(model: Recognizer, f: BooleanFunction, N: int, seeds,
 
 # ---- measurements -------------------------------------------------------------------------
 @torch.no_grad()
+def held_out_strings(N: int, n_test: int, *, seed: int = 0) -> torch.Tensor:
+    """The ``n_test`` uniform held-out strings of :func:`accuracy` (generator seed
+    ``seed + TEST_SEED_OFFSET``; the same strings for every model), float32 (n_test, N)."""
+    g = torch.Generator().manual_seed(seed + TEST_SEED_OFFSET)
+    return torch.randint(0, 2, (n_test, check_n(N)), generator=g).float()
+
+
 def accuracy(model: Recognizer, f: BooleanFunction, N: int, *, n_test: int | None = None,
              seed: int = 0, chunk: int = 4096) -> np.ndarray:
     """Fraction of strings where sign(T) agrees with f (accept when T > 0), per model: (P,).
@@ -241,8 +248,7 @@ def accuracy(model: Recognizer, f: BooleanFunction, N: int, *, n_test: int | Non
     else:
         if isinstance(n_test, bool) or not isinstance(n_test, (int, np.integer)) or n_test < 1:
             raise ValueError(f"n_test must be None or an integer >= 1, got {n_test!r}")
-        g = torch.Generator().manual_seed(seed + TEST_SEED_OFFSET)
-        pool = torch.randint(0, 2, (int(n_test), N), generator=g).float()
+        pool = held_out_strings(N, int(n_test), seed=seed)
         total = int(n_test)
         xs = lambda a, b: pool[a:b]
     right = torch.zeros(model.P, dtype=torch.float64)

@@ -22,8 +22,8 @@ from ..runtime.sweep import Sweep
 from ..settings import check_scale, device as device_
 from ..survival import fit_aft, heldout_loglik, kaplan_meier, profile_interval
 from ..train import (Protocol, _check_seeds, accuracy, curve_schedule, eval_schedule,
-                     init_population, learn, min_margin, target, top_hessian_eigenvalue,
-                     TEST_SEED_OFFSET)
+                     held_out_strings, init_population, learn, min_margin, target,
+                     top_hessian_eigenvalue)
 from ..volume import basin_curve, critical_sigma
 from . import Experiment, register
 
@@ -115,11 +115,7 @@ def _steps_to_learn(config, N, f, seeds, pr, crit, dev, dtype, progress):
                 progress=progress)
     done = run["steps_run"]
     after = _profiles(model, f, N, config, n_test)
-    if n_test is None:
-        xs = _sample(N, 2**N, dtype)
-    else:
-        g = torch.Generator().manual_seed(TEST_SEED_OFFSET)     # accuracy's held-out strings
-        xs = torch.randint(0, 2, (n_test, N), generator=g).to(dtype)
+    xs = _sample(N, 2**N, dtype) if n_test is None else held_out_strings(N, n_test).to(dtype)
     after["margin"] = min_margin(model, xs).tolist()
     after["theta_norm"] = model.flat().double().norm(dim=1).tolist()
     learned = [p for p, s in enumerate(run["steps"]) if s is not None]

@@ -170,26 +170,21 @@ def fetch(url: str, deadline: float | None = None, timeout: float | None = None)
     left = lambda: deadline - time.monotonic()
     if left() <= 0:
         raise Unreachable(f"the time budget of {FETCH_BUDGET:g} s for fetching is spent")
-
-
     req = urllib.request.Request(url, headers={"User-Agent": "sensbook"})
     try:
         with urllib.request.urlopen(req, timeout=min(timeout, left())) as r:
             size = r.headers.get("Content-Length", "")
             if size.strip().isdigit() and int(size) > limit:
                 raise Refused(f"is {int(size)} bytes, over the limit of {limit}")
-            chunks, n = [], 0
-            while True:
+
+            def in_time(n):
                 if left() <= 0:
                     raise Unreachable(f"{url} did not arrive within the time budget of "
                                       f"{FETCH_BUDGET:g} s ({n} bytes in)")
-                b = r.read1(min(1 << 16, limit + 1 - n))
-                if not b:
-                    break
-                chunks.append(b)
-                n += len(b)
-                if n > limit:
-                    raise Refused(f"is over the limit of {limit} bytes")
+
+            data, over = _store.read_capped(r.read1, limit, in_time)
+            if over:
+                raise Refused(f"is over the limit of {limit} bytes")
     except urllib.error.HTTPError as e:
         if e.code == 404:
             return None
@@ -201,7 +196,7 @@ def fetch(url: str, deadline: float | None = None, timeout: float | None = None)
             raise
         raise Unreachable(f"{url}: {type(e).__name__}: {e}") from None
     try:
-        return _store.parse_record(b"".join(chunks))
+        return _store.parse_record(data)
     except ValueError as e:
         raise Refused(str(e)) from None
 

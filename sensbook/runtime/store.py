@@ -125,6 +125,23 @@ class UnsafeFile(OSError):
     store, a file over the size limit): it is not read."""
 
 
+def read_capped(read, limit: int, before_read=None) -> tuple:
+    """``(bytes, over)``: chunks from ``read(k)`` until it returns nothing, but never more than
+    ``limit + 1`` bytes in all (``over``: the source had more than ``limit``).
+    ``before_read(n)``, with the bytes read so far, runs before each read (it may raise: a
+    deadline). The one bounded read of a record, from a file or from the network."""
+    chunks, n = [], 0
+    while n <= limit:
+        if before_read is not None:
+            before_read(n)
+        b = read(min(1 << 16, limit + 1 - n))
+        if not b:
+            break
+        chunks.append(b)
+        n += len(b)
+    return b"".join(chunks), n > limit
+
+
 def read_regular(path, limit: int, inside=None) -> bytes:
     """The bytes of ``path`` when it is a regular file (or a link to one) of at most ``limit``
     bytes, and, with ``inside``, when it resolves to a path inside that folder; otherwise
@@ -145,16 +162,10 @@ def read_regular(path, limit: int, inside=None) -> bytes:
                 raise UnsafeFile(f"links out of the store (to {real})")
         if st.st_size > limit:
             raise UnsafeFile(f"is {st.st_size} bytes, over the limit of {limit}")
-        chunks, n = [], 0
-        while n <= limit:
-            b = os.read(fd, min(1 << 20, limit + 1 - n))
-            if not b:
-                break
-            chunks.append(b)
-            n += len(b)
-        if n > limit:
+        data, over = read_capped(lambda k: os.read(fd, k), limit)
+        if over:
             raise UnsafeFile(f"grows past the limit of {limit} bytes")
-        return b"".join(chunks)
+        return data
     finally:
         os.close(fd)
 

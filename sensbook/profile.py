@@ -71,9 +71,10 @@ def classify(out: torch.Tensor, margin: float | str = 0.0) -> torch.Tensor:
             raise ValueError("an integer classifier output must be 0/1; use a float output for scores")
         return out.to(torch.int8)
     margin = _check_margin(margin, out.dtype)
-    if out.numel() > 1:
-        lo, hi = torch.aminmax(out)
-        if float(lo) == 0.0 and float(hi) == 1.0 and bool(((out == 0) | (out == 1)).all()):
+    finite = out[torch.isfinite(out)]               # a NaN does not hide labels written as floats
+    if finite.numel() > 1:
+        lo, hi = torch.aminmax(finite)
+        if float(lo) == 0.0 and float(hi) == 1.0 and bool(((finite == 0) | (finite == 1)).all()):
             raise ValueError(_FLOAT_LABELS)
     lab = torch.full(out.shape, UNDECIDED, dtype=torch.int8, device=out.device)
     lab[(out > 0) & (out >= margin)] = ACCEPT
@@ -97,15 +98,16 @@ def check_memory_mb(memory_mb, argument="memory_mb") -> float:
 
 
 _FLOAT_LABELS = (
-    "the classifier returned float values that are all 0.0 or 1.0: these look like "
-    "labels, but a float output is read as scores T (0.0 = undecided). Return labels "
-    "as a bool tensor (e.g. `(x.sum(-1) % 2) == 1` or `out.bool()`), or scores T "
+    "the classifier returned float values that are all 0.0 or 1.0 (NaN and inf aside): "
+    "these look like labels, but a float output is read as scores T (0.0 = undecided). "
+    "Return labels as a bool tensor (e.g. `(x.sum(-1) % 2) == 1` or `out.bool()`), or scores T "
     "whose sign is the label (e.g. `2 * out - 1`)")
 
 
 class _FloatLabels:
     """Labels written as floats, seen across all the calls of one profile: a float output
-    whose values, over every call, are only 0.0 and 1.0 (both) is refused, whatever values one
+    whose finite values, over every call, are only 0.0 and 1.0 (both) is refused (a NaN or an
+    inf does not hide them), whatever values one
     call (one chunk of strings) happens to hold; :func:`classify` checks a single output."""
 
     def __init__(self):
@@ -114,7 +116,8 @@ class _FloatLabels:
     def see(self, out: torch.Tensor):
         if not self.only01:
             return
-        if not out.is_floating_point() or not bool(((out == 0) | (out == 1)).all()):
+        if not out.is_floating_point() or not bool(((out == 0) | (out == 1)
+                                                    | ~torch.isfinite(out)).all()):
             self.only01 = False
             return
         self.zero = self.zero or bool((out == 0).any())

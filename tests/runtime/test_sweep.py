@@ -345,6 +345,28 @@ def test_workers_are_bounded_by_cores_and_memory_with_a_warning(tmp_path, monkey
     assert FakePool.sizes == [2]
 
 
+@pytest.mark.parametrize("name", ["mps", "xpu", "meta"])
+def test_a_device_this_machine_lacks_is_refused_not_recorded(name, tmp_path, monkeypatch, capsys):
+    """Issue 30: mps / xpu / meta were accepted and results stored as computed on them."""
+    import torch
+    if name != "meta" and sb.settings._available(name):
+        pytest.skip(f"this machine has {name}")
+    monkeypatch.setenv("SENSBOOK_DEVICE", name)
+    with pytest.raises(ValueError, match=f"SENSBOOK_DEVICE='{name}': a '{name}' device .*"
+                                         "allowed here: cpu"):
+        sb.run_sweep(sweep(2), tmp_path, progress=False)
+    assert not snapshot(tmp_path / "fake")
+    monkeypatch.delenv("SENSBOOK_DEVICE")
+    with pytest.raises(ValueError, match=f"device='{name}'"):
+        sb.Recognizer(device=name)
+    from tests.runtime.test_executors import fake_experiment
+    fake_experiment(monkeypatch, n=2)
+    assert main(["sweep", "test.fake", "--scale", "ci", "--out", str(tmp_path),
+                 "--device", name]) == 2
+    assert f"--device='{name}'" in capsys.readouterr().err
+    assert torch.device(name).type == name                 # torch itself knows the name
+
+
 def test_a_bad_sensbook_device_is_refused_where_it_is_read(tmp_path, monkeypatch, capsys):
     from tests.runtime.test_executors import fake_experiment
     monkeypatch.setenv("SENSBOOK_DEVICE", "banana")

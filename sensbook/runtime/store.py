@@ -87,16 +87,14 @@ def results_dir() -> pathlib.Path:
 
     The book's root is the nearest folder at or above the working directory holding
     ``_toc.yml`` (so a chapter executed in ``book/`` and ``sensbook sweep`` run at the root use
-    the same, git-ignored, ``results/``); elsewhere (e.g. Colab) ``./results``.
+    the same, git-ignored, ``results/``); elsewhere (e.g. Colab) the working directory. A
+    relative ``$SENSBOOK_RESULTS`` (``paper-results``) is relative to that root too, so the
+    sweep and the chapters' kernels (which run in ``book/``) read one store.
     """
-    env = os.environ.get("SENSBOOK_RESULTS")
-    if env:
-        return pathlib.Path(env)
     here = pathlib.Path.cwd()
-    for d in (here, *here.parents):
-        if (d / "_toc.yml").is_file():
-            return d / "results"
-    return here / "results"
+    root = next((d for d in (here, *here.parents) if (d / "_toc.yml").is_file()), here)
+    env = os.environ.get("SENSBOOK_RESULTS")
+    return root / pathlib.Path(env).expanduser() if env else root / "results"
 
 
 #: Seconds between heartbeats of a claim (its file's mtime is touched while computing).

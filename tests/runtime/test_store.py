@@ -418,3 +418,22 @@ def test_editor_lock_files_in_the_package_neither_crash_nor_change_the_key(tmp_p
     assert bounded(sw.version) == clean
     (pkg / "model.py").write_text((pkg / "model.py").read_text() + "\n# edited\n")
     assert sw.version() != clean                             # the modules still count
+
+
+# ---- issue 30: one store for the sweep and the chapters, a relative $SENSBOOK_RESULTS included
+def test_a_relative_results_folder_is_the_same_from_the_root_and_from_book(tmp_path,
+                                                                           monkeypatch):
+    (tmp_path / "_toc.yml").write_text("root: intro\n")
+    (tmp_path / "book").mkdir()
+    sweep = sb.Sweep("rel", [{"i": 2}], "tests.runtime.test_store:logged")
+    monkeypatch.setenv("SENSBOOK_RESULTS", "paper-results")
+    monkeypatch.chdir(tmp_path)                            # `sensbook sweep` at the root
+    assert sb.results_dir() == tmp_path / "paper-results"
+    sb.run_sweep(sweep, progress=False)
+    monkeypatch.chdir(tmp_path / "book")                   # a chapter's kernel runs in book/
+    assert sb.results_dir() == tmp_path / "paper-results"
+    assert sb.run_sweep(sweep, progress=False, compute=False)[1]["stored"] == 1
+    monkeypatch.setenv("SENSBOOK_RESULTS", str(tmp_path / "abs"))   # absolute: as given
+    assert sb.results_dir() == tmp_path / "abs"
+    monkeypatch.delenv("SENSBOOK_RESULTS")
+    assert sb.results_dir() == tmp_path / "results"

@@ -161,7 +161,11 @@ def main(argv=None) -> int:
               "--workers 2 takes about half of that in wall time")
         return 0
     if args.command == "calibrate":
-        return _calibrate(exps, args.out)
+        try:
+            return _calibrate(exps, args.out)
+        except OSError as e:                 # a store that cannot be written: one line
+            print(f"sensbook: {e}", file=sys.stderr)
+            return 1
     if args.workers < 1:
         print("sensbook: --workers must be >= 1", file=sys.stderr)
         return 2
@@ -186,6 +190,9 @@ def main(argv=None) -> int:
         return 2
     try:
         return _sweep(args, exps, scale, out, workers, devices, executor)
+    except OSError as e:                     # a store that cannot be written: one line
+        print(f"sensbook: {e}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         stored = total = 0
         for e in exps:
@@ -209,6 +216,10 @@ def _calibrate(exps, keep=None) -> int:
     from .runtime.store import Store, canonical
     from .runtime.sweep import run_sweep
 
+    if keep is not None:                     # before computing anything
+        for e in exps:
+            sw = e.sweep("ci")
+            Store(keep, sw.name, sw.version).check_writable()
     for e in exps:
         sw = e.sweep("ci")
         for c in sw.configs:

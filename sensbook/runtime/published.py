@@ -215,6 +215,8 @@ def fetch_missing(sweep, out, base: str | None = None) -> tuple:
         return 0, None, 0
     store = Store(out, sweep.name, sweep.version)
     missing = [c for c in sweep.configs if store.record(c) is None]
+    if missing:
+        store.check_writable()               # an OSError naming the folder, before any fetch
     index = published_keys(base) if missing else None
     copied = refused = 0
     deadline = time.monotonic() + FETCH_BUDGET

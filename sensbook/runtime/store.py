@@ -469,6 +469,12 @@ class Store:
     def check_writable(self):
         """Before computing anything: the folder can be created and written (a probe file is
         written, fsynced and deleted) and has at least ``MIN_FREE_BYTES`` free."""
+        for d in (self.folder, *self.folder.parents):       # the nearest path that exists
+            if os.path.lexists(d):
+                if not d.is_dir():
+                    raise OSError(f"the results folder {self.folder} cannot be created: {d} is "
+                                  "a file, not a folder; nothing was computed")
+                break
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(dir=self.folder, prefix=".probe.", suffix=".tmp")

@@ -380,3 +380,16 @@ def test_an_endless_or_huge_record_is_refused_at_the_byte_limit(tmp_path, hostil
     assert "1 from the published store" in out.out and "1 published record(s) refused" in out.out
     time.sleep(0.2)
     assert sent[keys[0]] < 128 * 65536      # not read to the end
+
+
+def test_a_published_fetch_into_a_store_that_is_a_file_names_it_before_fetching(tmp_path, site,
+                                                                                monkeypatch):
+    folder, base, requested = site
+    exp = fake_experiment(monkeypatch, n=2)
+    sb.run_sweep(exp.sweep("book"), tmp_path / "publisher", progress=False)
+    publish(tmp_path / "publisher", exp.name, folder)
+    monkeypatch.setenv("SENSBOOK_PUBLISHED", base)
+    (tmp_path / "file").write_text("")
+    with pytest.raises(OSError, match="is a file, not a folder; nothing was computed"):
+        sb.run_experiment(exp.name, "book", tmp_path / "file", progress=False)
+    assert requested == []

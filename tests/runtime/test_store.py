@@ -437,3 +437,19 @@ def test_a_relative_results_folder_is_the_same_from_the_root_and_from_book(tmp_p
     assert sb.results_dir() == tmp_path / "abs"
     monkeypatch.delenv("SENSBOOK_RESULTS")
     assert sb.results_dir() == tmp_path / "results"
+
+
+@pytest.mark.parametrize("command", [["sweep", "test.fake", "--scale", "ci"], ["calibrate", "test.fake"],
+                                     ["sweep", "test.fake", "--scale", "ci", "--workers", "2"]])
+def test_a_store_that_is_a_file_is_one_line_and_nothing_computed(command, tmp_path, monkeypatch,
+                                                                  capsys):
+    """Issue 30: `--out FILE` was a traceback ending in OSError (calibrate: after computing)."""
+    from tests.runtime.test_executors import fake_experiment
+    fake_experiment(monkeypatch, n=3)
+    monkeypatch.setenv("FAKE_LOG", str(tmp_path / "log"))
+    (tmp_path / "file").write_text("not a folder")
+    assert main(command + ["--out", str(tmp_path / "file")]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert f"{tmp_path / 'file'} is a file, not a folder; nothing was computed" in err
+    assert not (tmp_path / "log").exists()

@@ -210,12 +210,44 @@ def check_record(rec, version_: str, key_: str, config) -> str | None:
     return problem
 
 
+#: The deepest nesting of lists and objects a record (or the published index) may have: the
+#: book's records are a few levels deep; a deeper one would overflow the stack of whatever
+#: reads it next (its checksum, its configuration's canonical form).
+MAX_RECORD_DEPTH = 64
+
+
+def _nan(token):
+    raise ValueError(f"is not standard JSON (it holds {token})")
+
+
+def json_depth(value) -> int:
+    """How deeply lists and objects nest in ``value`` (a scalar: 0), without recursion."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        v, d = stack.pop()
+        items = v.values() if isinstance(v, dict) else v if isinstance(v, list) else None
+        if items is not None:
+            deepest = max(deepest, d)
+            stack.extend((x, d + 1) for x in items)
+    return deepest
+
+
 def parse_record(data: bytes):
-    """A record file's bytes as JSON; ValueError (with what is wrong) otherwise."""
+    """A record file's bytes as standard JSON (no NaN or Infinity, at most
+    ``MAX_RECORD_DEPTH`` levels deep); ValueError (with what is wrong) otherwise."""
+    limit = f"is nested deeper than the limit of {MAX_RECORD_DEPTH} levels"
     try:
-        return json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError, RecursionError) as e:
+        rec = json.loads(data.decode("utf-8"), parse_constant=_nan)
+    except RecursionError:
+        raise ValueError(f"{limit} (too deep to parse)") from None
+    except (UnicodeDecodeError, ValueError) as e:
+        if str(e).startswith("is not standard JSON"):
+            raise ValueError(str(e)) from None
         raise ValueError(f"is not JSON ({type(e).__name__}: {str(e)[:120]})") from None
+    depth = json_depth(rec)
+    if depth > MAX_RECORD_DEPTH:
+        raise ValueError(f"{limit} ({depth} levels)")
+    return rec
 
 
 def process_start(pid) -> str | None:
@@ -279,7 +311,7 @@ class Claim:
             return {}, mtime
         try:
             owner = json.loads(text)
-        except ValueError:
+        except (ValueError, RecursionError):
             owner = {}
         return (owner if isinstance(owner, dict) else {}), mtime
 

@@ -253,7 +253,8 @@ def _sweep(args, exps, scale, out, workers, devices, executor) -> int:
         print(f"results in {out}")
         return 0
     failed, first = 0, {}
-    if executor is not None and executor.wait and not args.status and len(exps) > 1:
+    if executor is not None and executor.wait and not args.status and len(exps) > 1 \
+            and executor.kind == "slurm":    # local jobs: one experiment's waves at a time
         executor.wait = False      # submit every experiment's job array first, then wait for all
         for e in exps:
             _, st = run_sweep(e.sweep(scale), out, progress=False, executor=executor)
@@ -283,6 +284,9 @@ def _sweep(args, exps, scale, out, workers, devices, executor) -> int:
         if executor is not None and (executor.submitted or executor.in_flight):
             line += (f" ({len(executor.submitted)} jobs submitted, {len(executor.in_flight)} "
                      f"already queued or running" + ("; see --status)" if args.no_wait else ")"))
+        if executor is not None and executor.deferred:
+            line += (f"; {len(executor.deferred)} not submitted (no more local jobs at once than "
+                     "this machine holds): run the same command again when these finish")
         print(line)
     return 1 if failed else 0
 

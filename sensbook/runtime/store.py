@@ -140,11 +140,12 @@ def read_capped(read, limit: int, before_read=None) -> tuple:
     return b"".join(chunks), n > limit
 
 
-def read_regular(path, limit: int, inside=None) -> bytes:
+def read_regular(path, limit: int, inside=None, tail: bool = False) -> bytes:
     """The bytes of ``path`` when it is a regular file (or a link to one) of at most ``limit``
     bytes, and, with ``inside``, when it resolves to a path inside that folder; otherwise
     :class:`UnsafeFile` saying what it is. Never blocks on a FIFO (opened non-blocking) and
-    never reads more than ``limit + 1`` bytes (``/dev/zero`` is refused, not read)."""
+    never reads more than ``limit + 1`` bytes (``/dev/zero`` is refused, not read). With
+    ``tail``, a longer file gives its last ``limit`` bytes (a log's end)."""
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     try:
         st = os.fstat(fd)
@@ -158,9 +159,13 @@ def read_regular(path, limit: int, inside=None) -> bytes:
             real, root = os.path.realpath(path), os.path.realpath(inside)
             if os.path.commonpath([real, root]) != root:
                 raise UnsafeFile(f"links out of the store (to {real})")
-        if st.st_size > limit:
+        if tail and st.st_size > limit:
+            os.lseek(fd, st.st_size - limit, os.SEEK_SET)
+        elif st.st_size > limit:
             raise UnsafeFile(f"is {st.st_size} bytes, over the limit of {limit}")
         data, over = read_capped(lambda k: os.read(fd, k), limit)
+        if tail:
+            return data[-limit:]
         if over:
             raise UnsafeFile(f"grows past the limit of {limit} bytes")
         return data

@@ -399,3 +399,17 @@ def test_calibrate_always_computes_in_a_scratch_store(tmp_path, monkeypatch, cap
     assert main(["calibrate", exp.name, "--out", str(tmp_path / "new")]) == 0
     assert calls(log) == [0, 1, 0, 1]
     assert len(snapshot(tmp_path / "new" / exp.name)) == 2   # kept where --out says
+
+
+def test_cpu_devices_add_no_cores(tmp_path, monkeypatch):
+    """Issue 30: `--devices cpu,cpu,cpu,cpu,cpu` started 5 workers on 2 cores."""
+    import sensbook.runtime.sweep as sweep_mod
+    monkeypatch.setattr(sweep_mod, "ProcessPoolExecutor", FakePool)
+    monkeypatch.setattr(sweep_mod, "_cores", lambda: 2, raising=False)
+    monkeypatch.setattr(sweep_mod, "_available_mb", lambda: 10**6, raising=False)
+    FakePool.sizes = []
+    with pytest.warns(UserWarning, match="workers=5 cut to 2: this machine has 2 core"):
+        _, stats = sb.run_sweep(sweep(6), tmp_path, workers=5, devices=["cpu"] * 5,
+                                progress=False)
+    assert FakePool.sizes == [2] and stats["computed"] == 6
+    assert sweep_mod.bound_workers(4, ["cuda:0", "cuda:1", "cuda:2", "cuda:3"]) == 4   # GPUs do

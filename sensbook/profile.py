@@ -71,11 +71,9 @@ def classify(out: torch.Tensor, margin: float | str = 0.0) -> torch.Tensor:
             raise ValueError("an integer classifier output must be 0/1; use a float output for scores")
         return out.to(torch.int8)
     margin = _check_margin(margin, out.dtype)
-    finite = out[torch.isfinite(out)]               # a NaN does not hide labels written as floats
-    if finite.numel() > 1:
-        lo, hi = torch.aminmax(finite)
-        if float(lo) == 0.0 and float(hi) == 1.0 and bool(((finite == 0) | (finite == 1)).all()):
-            raise ValueError(_FLOAT_LABELS)
+    if out.numel() > 1 and bool((out == 1).any()) and bool((out == 0).any()) \
+            and bool(((out == 0) | (out == 1) | ~torch.isfinite(out)).all()):   # NaN aside
+        raise ValueError(_FLOAT_LABELS)
     lab = torch.full(out.shape, UNDECIDED, dtype=torch.int8, device=out.device)
     lab[(out > 0) & (out >= margin)] = ACCEPT
     lab[(out < 0) & (out <= -margin)] = REJECT

@@ -509,7 +509,7 @@ class Store:
         for d in (self.folder, *self.folder.parents):       # the nearest path that exists
             if os.path.lexists(d):
                 if not d.is_dir():
-                    raise OSError(f"the results folder {self.folder} cannot be created: {d} is "
+                    raise OSError(f"the results folder {self.folder} is not writable: {d} is "
                                   "a file, not a folder; nothing was computed")
                 break
         try:

@@ -82,6 +82,15 @@ def test_a_chapter_reads_published_results_and_computes_only_the_rest(tmp_path, 
     assert len(requested) == 5
 
 
+def banner_at(scale, name):
+    """``sb.banner(name)`` at ``scale`` (the scale set back afterwards)."""
+    sb.set_scale(scale)
+    try:
+        return sb.banner(name)
+    finally:
+        sb.set_scale(None)
+
+
 def test_the_banner_says_what_is_stored_published_and_to_compute(tmp_path, site, monkeypatch,
                                                                 capsys):
     """The first line a notebook prints: what is stored here, what the published store holds
@@ -98,11 +107,7 @@ def test_the_banner_says_what_is_stored_published_and_to_compute(tmp_path, site,
     sb.run_sweep(sweep(exp.name, cfgs[:1], exp.runner), tmp_path / "reader", progress=False)
     monkeypatch.setenv("SENSBOOK_PUBLISHED", base)
     monkeypatch.setenv("SENSBOOK_RESULTS", str(tmp_path / "reader"))
-    sb.set_scale("book")
-    try:
-        text = sb.banner(exp.name)
-    finally:
-        sb.set_scale(None)
+    text = banner_at("book", exp.name)
     assert text.splitlines()[1:] == [
         "this notebook reads 1 experiment (5 configurations at this scale): test.fake",
         f"1 stored here, 2 in the published store ({base}), 2 to compute: "
@@ -339,21 +344,23 @@ def deep(rec, depth, field="result"):
         '"@@"', "[" * depth + "]" * depth).encode()
 
 
+def trickle(h, count):
+    """A site's answer that trickles: a byte every 20 ms, 300 at most (6 s)."""
+    h.send_response(200)
+    h.send_header("Content-Length", "100000")
+    h.end_headers()
+    for _ in range(300):
+        h.wfile.write(b" ")
+        h.wfile.flush()
+        count(1)
+        time.sleep(0.02)
+
+
 def test_a_trickling_site_hits_the_deadline_and_the_rest_is_computed(tmp_path, hostile,
                                                                       monkeypatch, capsys):
     base, answers, sent = hostile
     exp = fake_experiment(monkeypatch, n=2)
     keys, recs, _ = published_records(tmp_path, exp)
-
-    def trickle(h, count):                  # a byte every 20 ms, 300 at most (6 s)
-        h.send_response(200)
-        h.send_header("Content-Length", "100000")
-        h.end_headers()
-        for _ in range(300):
-            h.wfile.write(b" ")
-            h.wfile.flush()
-            count(1)
-            time.sleep(0.02)
 
     answers[keys[0]] = trickle
     answers[keys[1]] = json.dumps(recs[1]).encode()
@@ -421,11 +428,7 @@ def test_an_index_that_lists_what_the_site_lacks_is_no_promise_and_the_run_says_
     answers[keys[0]] = json.dumps(recs[0]).encode()          # the site serves only the first
     monkeypatch.setenv("SENSBOOK_RESULTS", str(tmp_path / "reader"))
     monkeypatch.setenv("FAKE_LOG", str(tmp_path / "log"))
-    sb.set_scale("ci")
-    try:
-        text = sb.banner(exp.name)
-    finally:
-        sb.set_scale(None)
+    text = banner_at("ci", exp.name)
     lines = text.splitlines()
     assert lines[2] == f"0 stored here, 3 in the published store ({base}), 0 to compute: " \
                        "nothing to compute"
@@ -446,16 +449,6 @@ def test_an_index_that_trickles_or_is_malformed_is_unreadable_not_a_hang_or_a_cr
     exp = fake_experiment(monkeypatch, n=2)
     keys, recs, _ = published_records(tmp_path, exp)
 
-    def trickle(h, count):                  # a byte every 20 ms, 300 at most (6 s)
-        h.send_response(200)
-        h.send_header("Content-Length", "100000")
-        h.end_headers()
-        for _ in range(300):
-            h.wfile.write(b" ")
-            h.wfile.flush()
-            count(1)
-            time.sleep(0.02)
-
     answers["index"] = {"trickle": trickle, "deep": b"[" * 100_000,
                         "nan": b'{"experiments": {"test.fake": NaN}}',
                         "a list of keys": json.dumps({"experiments": keys}).encode()}[answer]
@@ -463,11 +456,7 @@ def test_an_index_that_trickles_or_is_malformed_is_unreadable_not_a_hang_or_a_cr
     monkeypatch.setattr(pub, "FETCH_BUDGET", 0.5, raising=False)
     monkeypatch.setattr(pub, "FETCH_TIMEOUT", 0.3, raising=False)
     monkeypatch.setenv("SENSBOOK_RESULTS", str(tmp_path / "reader"))
-    sb.set_scale("ci")
-    try:
-        text = sb.banner(exp.name)
-    finally:
-        sb.set_scale(None)
+    text = banner_at("ci", exp.name)
     assert f"0 stored here, the published store ({base}) unreadable, 2 to compute" in text
     if answer == "trickle":
         time.sleep(0.2)

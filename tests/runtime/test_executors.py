@@ -1,6 +1,7 @@
 """The cluster executors (sensbook/executors.py) through submitit's local executor: the same
 jobs, bookkeeping and status as on Slurm (tests/runtime/test_slurm.py runs them on a real cluster)."""
 import json
+import time
 
 import pytest
 
@@ -225,7 +226,7 @@ def test_status_of_slurm_jobs_without_a_reachable_controller(tmp_path, monkeypat
 
 
 # ---- issue 30: bounded local jobs, logs read as regular files, bookkeeping before submitting
-def test_local_jobs_run_no_more_at_once_than_the_machine_holds(tmp_path, monkeypatch):
+def test_local_jobs_run_no_more_at_once_than_the_machine_holds(tmp_path, monkeypatch, capsys):
     import sensbook.runtime.executors as ex_mod
     import sensbook.runtime.sweep as sweep_mod
     monkeypatch.setattr(sweep_mod, "_cores", lambda: 2, raising=False)
@@ -246,10 +247,19 @@ def test_local_jobs_run_no_more_at_once_than_the_machine_holds(tmp_path, monkeyp
     assert stats["computed"] == 5 and len(ex.submitted) == 5
     assert waves == [(2, 0), (2, 0), (1, 0)]
     # without waiting, only what may run at once is submitted; the rest is said
-    nowait = SubmititExecutor("local", time=10, poll_s=0.2, wait=False)
-    with pytest.warns(UserWarning, match="cut to 2"):
-        sb.run_sweep(sweep(3, tag="b"), tmp_path / "b", progress=False, executor=nowait)
-    assert len(nowait.submitted) == 2 and len(nowait.deferred) == 1
+    fake_experiment(monkeypatch, n=3)
+    with pytest.warns(UserWarning, match="3 submitit-local jobs at once cut to 2"):
+        assert main(["sweep", "test.fake", "--scale", "ci", "--out", str(tmp_path / "b"),
+                     "--executor", "submitit-local", "--no-wait"]) == 0
+    assert "(2 jobs submitted, 0 already queued or running; see --status); 1 not submitted " \
+           "(no more local jobs at once than this machine holds)" in capsys.readouterr().out
+    sw = fake_experiment(monkeypatch, n=3).sweep("ci")
+    for _ in range(600):                    # let the two jobs finish (bounded)
+        states = status(tmp_path / "b", sw.name, sw.version, sw.configs)
+        if summary(states).startswith("stored 2"):
+            break
+        time.sleep(0.1)
+    assert summary(states) == "stored 2, queued 0, running 0, failed 0, missing 1"
 
 
 def test_a_jobs_file_that_is_a_directory_is_moved_aside_before_submitting(tmp_path):

@@ -10,7 +10,8 @@ the command line) it hands them to
   configuration, with the partition, time limit, CPUs, GPUs and memory of one task and the
   number of tasks running at once (``array_parallelism``);
 * ``kind="local"``: submitit's local executor, the same jobs as subprocesses of this machine
-  (all started at once; for tests and small sweeps, no cluster needed).
+  (for tests and small sweeps, no cluster needed), in waves of at most as many jobs as the
+  machine holds (one per core and per ``WORKER_MB``, the process pool's bound).
 
 Every job runs :func:`sensbook.sweep._run_one`, the function the process pool runs, so a job
 stores its result in the same store (``out/<experiment>/<key>.json``; on a cluster ``out`` must
@@ -296,6 +297,7 @@ class SubmititExecutor:
             raise ValueError(f"partition must be a non-empty name or None, got {self.partition!r}")
         self.submitted: list = []       # job ids of the last run()
         self.in_flight: list = []       # configurations already queued or running, not resubmitted
+        self.deferred: list = []        # local jobs left for the next run (wait=False)
 
     def _executor(self, folder: pathlib.Path, name: str):
         try:
@@ -330,7 +332,9 @@ class SubmititExecutor:
     def run(self, jobs: list) -> None:
         """Submit ``jobs`` (argument tuples of :func:`~sensbook.sweep._run_one`, all of one sweep)
         except those already queued or running; with ``wait``, return when each is stored and
-        raise :class:`SweepFailed` naming every one that failed, with its error."""
+        raise :class:`SweepFailed` naming every one that failed, with its error. Local jobs go
+        in waves no larger than the machine holds; without ``wait`` only the first wave is
+        submitted and the rest is listed in ``deferred``."""
         from .store import key
 
         self.submitted, self.in_flight, self.deferred = [], [], []

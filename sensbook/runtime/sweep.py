@@ -16,6 +16,7 @@ store; runners are resolved by name (``"module:function"``).
 """
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
 import pathlib
@@ -78,6 +79,28 @@ def _init_worker(threads, counter=None, devices=None, parent=None):
             i = counter.value
             counter.value += 1
         os.environ["SENSBOOK_DEVICE"] = devices[i % len(devices)]
+
+
+@contextlib.contextmanager
+def one_thread():
+    """Torch computes in one thread inside the block; the caller's setting is restored after.
+
+    Every configuration computed in the calling process (``workers=1``: a notebook's kernel)
+    runs so. The cost models are CPU-seconds of one thread, and the book's computations are
+    small matrices, for which more threads only add overhead: Colab's default of two threads
+    made one ``ch2.e1`` configuration take 26 s against 2.6 s at one thread (issue 28). Pool
+    workers get their share of the cores at start-up instead (:func:`_init_worker`)."""
+    import torch
+
+    before = torch.get_num_threads()
+    if before == 1:
+        yield
+        return
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 def _attempt(root, name, version_, runner, config, kwargs):
@@ -318,8 +341,9 @@ def run_sweep(sweep: Sweep, out=None, *, workers: int = 1, progress: bool = True
         if workers > 1 and (len(todo) > 1 or devices):
             workers = min(bound_workers(workers, devices), max(len(todo), len(devices)))
         if workers == 1 or (len(todo) <= 1 and not devices):
-            for i in todo:
-                take(i, _attempt(*args(i)))
+            with one_thread():
+                for i in todo:
+                    take(i, _attempt(*args(i)))
         else:
             _pool([(i, args(i)) for i in todo], lambda i, fut: take(i, fut.result()),
                   workers=workers, devices=devices, mp_context=mp_context, stores=[store])
@@ -327,8 +351,9 @@ def run_sweep(sweep: Sweep, out=None, *, workers: int = 1, progress: bool = True
             _say_waiting(sweep.name, [(sweep.configs[i], c) for i, c in pending], said)
             time.sleep(_store.CLAIM_POLL)
             waiting, pending[:] = list(pending), []
-            for i, _ in waiting:
-                take(i, _attempt(*args(i)))
+            with one_thread():
+                for i, _ in waiting:
+                    take(i, _attempt(*args(i)))
     finally:
         bar.close()
     return results, stats
@@ -372,7 +397,8 @@ def run_pool(sweeps, out=None, *, workers: int = 1, progress: bool = True,
 
     def attempt_here(name, args):
         try:
-            take(name, args, _attempt(*args))
+            with one_thread():
+                take(name, args, _attempt(*args))
         except Exception as err:            # noqa: BLE001 - reported with its configuration
             failed.append((name, args[4], err))
 

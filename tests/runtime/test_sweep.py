@@ -243,6 +243,26 @@ def test_stored_results_record_device_and_seconds(tmp_path):
 
 
 
+def test_in_process_configurations_compute_in_one_thread_and_the_setting_is_restored(tmp_path):
+    """Issue 28: a notebook's kernel (Colab: two threads) computes its configurations in one
+    thread, as the cost models assume, and gets its own setting back afterwards."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        sb.run_sweep(sweep(2), tmp_path, progress=False)
+        assert torch.get_num_threads() == 2
+        threads = [sb.Store(tmp_path, "fake").record({"i": i, "tag": "a"})["meta"]["threads"]
+                   for i in range(2)]
+        assert threads == [1, 1]
+        sb.experiments.run_pool([(sweep(3, tag="b"), lambda c: 1.0)], tmp_path, progress=False)
+        assert torch.get_num_threads() == 2
+        assert sb.Store(tmp_path, "fake").record({"i": 2, "tag": "b"})["meta"]["threads"] == 1
+    finally:
+        torch.set_num_threads(before)
+
+
 
 # ---- issue 21: interrupted and crowded sweeps, devices checked where read, calibrate ---------
 INTERRUPTED = """

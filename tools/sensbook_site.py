@@ -5,6 +5,11 @@
 - It drops duplicate inline scripts from each page: sphinx-thebe's configuration script is added
   twice under Jupyter Book 1.x, which declares `const THEBE_JS_URL` twice and raises a console
   error on every page.
+- It sets SENSBOOK_PAGE=1 for the kernels it starts: explorers (sensbook.pages.explore) then
+  precompute every setting, and the page's controls answer without a kernel.
+- It adds the book's stylesheet, tools/static/sensbook.css (code fits the column, outputs wrap,
+  tables and explorers are styled), to every page. Not through a root `_static/` folder: Jupyter
+  Book would then add every .js of every static path (MathJax's too) to every page.
 - After the build it deletes JavaScript/CSS source maps (*.map) that the theme ships: browsers
   fetch them only with developer tools open, and they would add megabytes to the site.
 - After the build it also copies the widget bundle's icon fonts to `book/@jupyter-widgets/`.
@@ -14,14 +19,22 @@
 """
 from __future__ import annotations
 
+import os
 import pathlib
 import shutil
 
 import site_assets
 
 
+HERE = pathlib.Path(__file__).resolve().parent
+
+
 def _ensure_assets(app, config):
     site_assets.site_assets()
+    # the kernels the build starts inherit it: explorers precompute every setting for the page
+    # (sensbook.pages.explore), so every control on the page answers
+    os.environ["SENSBOOK_PAGE"] = "1"
+    config.html_static_path = [*config.html_static_path, str(HERE / "static")]
 
 
 def _dedupe_scripts(app, pagename, templatename, context, doctree):
@@ -53,6 +66,7 @@ def _finish(app, exception):
 
 def setup(app):
     app.connect("config-inited", _ensure_assets)
+    app.add_css_file("sensbook.css")
     app.connect("html-page-context", _dedupe_scripts, priority=900)   # after the others add theirs
     app.connect("build-finished", _finish)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

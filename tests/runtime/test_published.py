@@ -3,6 +3,8 @@ here a local http.server on 127.0.0.1), computes only the rest, and says which i
 network outside Colab unless SENSBOOK_PUBLISHED asks for it. And the publish workflow ships the
 book-scale store with the site."""
 import functools
+import os
+import pathlib
 import http.server
 import json
 import re
@@ -206,7 +208,7 @@ def test_publish_runs_the_book_scale_experiments_and_ships_the_store():
     assert sweep < build < ship < upload
     assert at(r"_config\.yml") < sweep           # the repository URL is checked first
     assert ".submitit" in runs[ship]             # job bookkeeping is not published
-    assert "sensbook.runtime.published _build/html/results" in runs[ship]      # its index.json
+    assert "sensbook.runtime index _build/html/results" in runs[ship]      # its index.json
     cache = [s for s in steps if s.get("uses", "").startswith("actions/cache@")
              and s["with"]["path"] == "results"]
     assert len(cache) == 1 and "hashFiles('sensbook/**'" in cache[0]["with"]["key"]
@@ -380,3 +382,19 @@ def test_an_endless_or_huge_record_is_refused_at_the_byte_limit(tmp_path, hostil
     assert "1 from the published store" in out.out and "1 published record(s) refused" in out.out
     time.sleep(0.2)
     assert sent[keys[0]] < 128 * 65536      # not read to the end
+
+
+def test_the_index_command_writes_the_index_without_warnings(tmp_path):
+    """Issue 28: `python -m sensbook.runtime.published DIR` printed a RuntimeWarning (the module
+    is imported by `import sensbook` before runpy runs it); the publish step's command is clean."""
+    import subprocess
+    import sys
+
+    folder = tmp_path / "results" / "ch1.random_functions"
+    folder.mkdir(parents=True)
+    env = dict(os.environ, PYTHONPATH=str(pathlib.Path(__file__).resolve().parents[2]))
+    done = subprocess.run([sys.executable, "-W", "error::RuntimeWarning", "-m", "sensbook.runtime",
+                           "index", str(tmp_path / "results")], capture_output=True, text=True,
+                          env=env)
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    assert (tmp_path / "results" / "index.json").is_file() and "wrote" in done.stdout

@@ -227,7 +227,7 @@ def test_key_covers_the_instruments_and_the_runners_chapter_only():
               "constructions.py", "settings.py", "experiments/ch6.py", "experiments/__init__.py"):
         assert m in ch6_files
     # the command line, the runtime and the other chapters' experiments are not in ch6's key
-    assert not {"cli.py", "__init__.py", "experiments/ch2.py"} & ch6_files
+    assert not {"cli.py", "__init__.py", "pages.py", "experiments/ch2.py"} & ch6_files
     assert not any(f.startswith("runtime/") for f in ch6_files)
     assert files() == {f for f in ch6_files if "/" not in f}
     v = sensbook.runtime.store.version

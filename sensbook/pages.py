@@ -12,8 +12,9 @@ published page as well as in a live kernel (issue 28).
   something fresh at each move (``live=True``) shows on the page its first setting, with its
   controls visibly disabled and one line saying where they are live.
 
-Imports nothing of sensbook but :mod:`sensbook.settings`; ipywidgets and IPython are imported
-only when an explorer is shown.
+Each call of the explorer's function computes in one thread (:func:`sensbook.settings.one_thread`),
+the reader's setting restored after. Imports nothing of sensbook but :mod:`sensbook.settings`;
+ipywidgets and IPython are imported only when an explorer is shown.
 """
 from __future__ import annotations
 
@@ -24,7 +25,10 @@ import html
 import io
 import itertools
 import json
+import functools
 import os
+
+from .settings import one_thread
 
 #: The book's figure settings (matplotlib rcParams). Text is at least ``font.size`` minus one
 #: step: the smallest size any default text (ticks, legends) takes is :data:`SMALLEST_PT`.
@@ -198,6 +202,14 @@ def _page_html(fn, grids, start, live, note):
     return out
 
 
+def _one_thread_calls(fn):
+    @functools.wraps(fn)
+    def call(**kwargs):
+        with one_thread():
+            return fn(**kwargs)
+    return call
+
+
 class _Page:
     def __init__(self, html_):
         self._html = html_
@@ -233,6 +245,7 @@ def explore(fn, *, start: dict | None = None, live: bool = False, note: str | No
             raise ValueError(f"start[{n!r}]={start[n]!r} is not one of its values {vals}")
     from IPython.display import display
 
+    fn = _one_thread_calls(fn)
     if on_page():
         display(_Page(_page_html(fn, grids, start, live, note)))
         return

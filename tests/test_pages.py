@@ -84,3 +84,19 @@ def test_use_style_sets_the_books_figure_settings():
     sb.use_style()
     assert all(matplotlib.rcParams[k] == v for k, v in sb.STYLE.items())
     assert pages.SMALLEST_PT == 9.0
+
+
+def test_every_call_computes_in_one_thread_and_the_setting_is_restored(monkeypatch):
+    import torch
+
+    seen, before = [], torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        monkeypatch.delenv("SENSBOOK_PAGE", raising=False)
+        w = _shown(monkeypatch, lambda n: seen.append(torch.get_num_threads()), n=[1, 2])
+        w.f(n=2)                                   # what a move of the slider calls
+        monkeypatch.setenv("SENSBOOK_PAGE", "1")
+        _shown(monkeypatch, lambda n: seen.append(torch.get_num_threads()), n=[1, 2])
+        assert seen == [1, 1, 1, 1] and torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)

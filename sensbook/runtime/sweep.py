@@ -16,7 +16,6 @@ store; runners are resolved by name (``"module:function"``).
 """
 from __future__ import annotations
 
-import contextlib
 import importlib
 import os
 import pathlib
@@ -28,7 +27,7 @@ import warnings
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 
-from ..settings import device, progress as _progress
+from ..settings import device, one_thread, progress as _progress
 from . import store as _store
 from .store import Claim, Claimed, Store, canonical, results_dir, version
 
@@ -79,28 +78,6 @@ def _init_worker(threads, counter=None, devices=None, parent=None):
             i = counter.value
             counter.value += 1
         os.environ["SENSBOOK_DEVICE"] = devices[i % len(devices)]
-
-
-@contextlib.contextmanager
-def one_thread():
-    """Torch computes in one thread inside the block; the caller's setting is restored after.
-
-    Every configuration computed in the calling process (``workers=1``: a notebook's kernel)
-    runs so. The cost models are CPU-seconds of one thread, and the book's computations are
-    small matrices, for which more threads only add overhead: Colab's default of two threads
-    made one ``ch2.e1`` configuration take 26 s against 2.6 s at one thread (issue 28). Pool
-    workers get their share of the cores at start-up instead (:func:`_init_worker`)."""
-    import torch
-
-    before = torch.get_num_threads()
-    if before == 1:
-        yield
-        return
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
 
 
 def _attempt(root, name, version_, runner, config, kwargs):

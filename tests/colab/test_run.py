@@ -133,7 +133,7 @@ def test_there_are_committed_notebooks():
 
 @pytest.mark.parametrize("ipynb", NOTEBOOKS, ids=lambda p: p.stem)
 def test_notebook_runs_in_a_colab_like_runtime_as_its_banner_says(
-        ipynb, colab_venv, wheel, ci_store, published_site, tmp_path):
+        ipynb, colab_venv, wheel, ci_store, published_site, chapters, tmp_path):
     from sensbook.experiments import get
     from sensbook.runtime.store import Store
     from sensbook.settings import PROGRESS_DELAY
@@ -145,7 +145,7 @@ def test_notebook_runs_in_a_colab_like_runtime_as_its_banner_says(
     install.source = re.sub(r"spec = '[^']*'", f"spec = 'sensbook @ {wheel.as_uri()}'",
                             install.source)
     work = tmp_path / "content"                       # the clean working folder (Colab's)
-    seed_local_store(ci_store, work / "results")
+    seed_local_store(ci_store, work / "results", chapters)
     runtime = fresh_runtime(colab_venv, tmp_path / "runtime")
     name = kernel_spec(runtime, tmp_path / "kernels")
     env = {k: v for k, v in os.environ.items()

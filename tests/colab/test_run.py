@@ -120,8 +120,9 @@ def _stderr(cell) -> str:
 
 
 def _bars(cell) -> int:
-    """Progress bars shown by a cell: widget outputs of a cell that makes no interact()."""
-    if "interact" in cell.source:
+    """Progress bars shown by a cell: widget outputs of a cell that makes no interact() (nor
+    sb.explore(), which is interact in a kernel)."""
+    if "interact" in cell.source or "sb.explore(" in cell.source:
         return 0
     return sum("application/vnd.jupyter.widget-view+json" in o.get("data", {})
                for o in cell.get("outputs", []))

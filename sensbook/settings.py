@@ -90,7 +90,7 @@ def one_thread():
     configuration computed in the calling process (``workers=1``: a notebook's kernel) runs so
     (:mod:`sensbook.runtime.sweep`), and so does every move of an explorer's controls
     (:func:`sensbook.pages.explore`); pool workers get their share of the cores at start-up.
-    Elsewhere torch keeps the reader's setting."""
+    (A notebook's banner sets one thread for the whole session: :func:`sensbook.banner`.)"""
     before = torch.get_num_threads()
     if before == 1:
         yield

@@ -185,12 +185,17 @@ def banner(*names: str) -> str:
     for all of that chapter's experiments), what they need here, in this order: how many
     configurations are stored here, how many the published store holds (Colab, or
     ``$SENSBOOK_PUBLISHED``; they are fetched, not computed) and the predicted time of the rest
-    (the cost models: one CPU core; a GPU is faster by a factor not measured yet). It also
-    sets the book's figure style (:func:`sensbook.pages.use_style`).
+    (the cost models: one CPU core; a GPU is faster by a factor not measured yet).
+
+    It also sets up the notebook: the book's figure style (:func:`sensbook.pages.use_style`)
+    and one torch thread for the rest of the session (said on its first line). The book's
+    computations are small matrices, which more threads only slow down: with Colab's two
+    threads chapter 1 ran in 66 s against 17 s in one (issue 28).
     """
     use_style()
+    torch.set_num_threads(1)
     sc = current_scale()
-    line = f"sensbook scale={sc!r} device={device()} torch={torch.__version__}"
+    line = f"sensbook scale={sc!r} device={device()} torch={torch.__version__} threads=1"
     if not names:
         return line
     exps = {e.name: e for n in names for e in select(n)}

@@ -12,6 +12,7 @@ Companion package of the executable book following Kövér, Butoi, Svete, Hahn &
   MAJORITY transformers), ``volume`` (basins, census, the parameter-function map), ``train``
   (population training, sharpness), ``survival`` (censored steps to learn:
   Kaplan-Meier, accelerated-failure-time fits), ``fourier`` and ``controls`` (Walsh spectra; other architectures);
+  ``pages`` (the figure style and explorers that answer on the published page);
   ``settings`` at the bottom (scale, device, progress bars), imported by all;
 * ``experiments/``: each chapter's sizes, runners and cost models (``ch1`` ... ``ch7``) and
   :func:`run_experiment`, which the chapters call;
@@ -37,6 +38,7 @@ from .profile import (ACCEPT, NONFINITE, REJECT, UNDECIDED, Profile, classify, p
                       random_function_profiles, rounding_margin, sampled_profile,
                       sensitivity_profile, truth_table, zero_sensitivity_count)
 from .survival import fit_aft, heldout_loglik, kaplan_meier, profile_interval
+from .pages import STYLE, explore, use_style
 from .settings import SCALES, check_device, device, pick, progress, scale, set_scale
 from .settings import VERSION as __version__
 from .train import (Protocol, accuracy, curve_schedule, eval_schedule, init_population,

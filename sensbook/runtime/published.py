@@ -25,7 +25,7 @@ The network is used only where a reader runs the book: in Colab, or where ``SENS
 is set: to the site's URL, to ``1`` (the URL below), or to ``0`` (never, even in Colab). CI and
 local builds never touch the network.
 
-    python -m sensbook.runtime.published results/    # write results/index.json (publishing)
+    python -m sensbook.runtime index results/    # write results/index.json (publishing)
 """
 from __future__ import annotations
 
@@ -262,7 +262,3 @@ def fetch_missing(sweep, out, base: str | None = None) -> tuple:
               file=sys.stderr)
     return copied, base, refused, absent
 
-
-if __name__ == "__main__":
-    for folder in sys.argv[1:] or ["results"]:
-        print(f"wrote {write_index(folder)}")

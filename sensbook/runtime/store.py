@@ -35,8 +35,9 @@ from ..settings import VERSION
 
 _PACKAGE = pathlib.Path(__file__).resolve().parents[1]
 # Top-level modules that compute nothing a result depends on (the public names, the command
-# line); every other top-level module (the instruments and settings) is part of every key.
-_NOT_FINGERPRINTED = ("__init__.py", "cli.py")
+# line, how pages look); every other top-level module (the instruments and settings) is part
+# of every key.
+_NOT_FINGERPRINTED = ("__init__.py", "cli.py", "pages.py")
 
 
 def fingerprinted_files(runner: str | None = None) -> list:

@@ -27,7 +27,7 @@ import warnings
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 
-from ..settings import device, progress as _progress
+from ..settings import device, one_thread, progress as _progress
 from . import store as _store
 from .store import Claim, Claimed, Store, canonical, results_dir, version
 
@@ -321,8 +321,9 @@ def run_sweep(sweep: Sweep, out=None, *, workers: int = 1, progress: bool = True
         if workers > 1 and (len(todo) > 1 or devices):
             workers = min(bound_workers(workers, devices), max(len(todo), len(devices)))
         if workers == 1 or (len(todo) <= 1 and not devices):
-            for i in todo:
-                take(i, _attempt(*args(i)))
+            with one_thread():
+                for i in todo:
+                    take(i, _attempt(*args(i)))
         else:
             _pool([(i, args(i)) for i in todo], lambda i, fut: take(i, fut.result()),
                   workers=workers, devices=devices, mp_context=mp_context, stores=[store])
@@ -330,8 +331,9 @@ def run_sweep(sweep: Sweep, out=None, *, workers: int = 1, progress: bool = True
             _say_waiting(sweep.name, [(sweep.configs[i], c) for i, c in pending], said)
             time.sleep(_store.CLAIM_POLL)
             waiting, pending[:] = list(pending), []
-            for i, _ in waiting:
-                take(i, _attempt(*args(i)))
+            with one_thread():
+                for i, _ in waiting:
+                    take(i, _attempt(*args(i)))
     finally:
         bar.close()
     return results, stats
@@ -375,7 +377,8 @@ def run_pool(sweeps, out=None, *, workers: int = 1, progress: bool = True,
 
     def attempt_here(name, args):
         try:
-            take(name, args, _attempt(*args))
+            with one_thread():
+                take(name, args, _attempt(*args))
         except Exception as err:            # noqa: BLE001 - reported with its configuration
             failed.append((name, args[4], err))
 

@@ -3,6 +3,8 @@ here a local http.server on 127.0.0.1), computes only the rest, and says which i
 network outside Colab unless SENSBOOK_PUBLISHED asks for it. And the publish workflow ships the
 book-scale store with the site."""
 import functools
+import os
+import pathlib
 import http.server
 import json
 import re
@@ -214,7 +216,7 @@ def test_publish_runs_the_book_scale_experiments_and_ships_the_store():
     assert sweep < build < ship < upload
     assert at(r"_config\.yml") < sweep           # the repository URL is checked first
     assert ".submitit" in runs[ship]             # job bookkeeping is not published
-    assert "sensbook.runtime.published _build/html/results" in runs[ship]      # its index.json
+    assert "sensbook.runtime index _build/html/results" in runs[ship]      # its index.json
     cache = [s for s in steps if s.get("uses", "").startswith("actions/cache@")
              and s["with"]["path"] == "results"]
     assert len(cache) == 1 and "hashFiles('sensbook/**'" in cache[0]["with"]["key"]
@@ -481,3 +483,19 @@ def test_a_local_record_nested_too_deep_is_set_aside_not_a_crash(tmp_path, monke
         res = sb.run_experiment(exp.name, "ci", tmp_path / "publisher", progress=False)
     assert res == [{"square": i * i, "tag": "ci"} for i in range(2)]
     assert "1 read from the store, 1 computed now" in capsys.readouterr().out
+
+
+def test_the_index_command_writes_the_index_without_warnings(tmp_path):
+    """Issue 28: `python -m sensbook.runtime.published DIR` printed a RuntimeWarning (the module
+    is imported by `import sensbook` before runpy runs it); the publish step's command is clean."""
+    import subprocess
+    import sys
+
+    folder = tmp_path / "results" / "ch1.random_functions"
+    folder.mkdir(parents=True)
+    env = dict(os.environ, PYTHONPATH=str(pathlib.Path(__file__).resolve().parents[2]))
+    done = subprocess.run([sys.executable, "-W", "error::RuntimeWarning", "-m", "sensbook.runtime",
+                           "index", str(tmp_path / "results")], capture_output=True, text=True,
+                          env=env)
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    assert (tmp_path / "results" / "index.json").is_file() and "wrote" in done.stdout

@@ -227,7 +227,7 @@ def test_key_covers_the_instruments_and_the_runners_chapter_only():
               "constructions.py", "settings.py", "experiments/ch6.py", "experiments/__init__.py"):
         assert m in ch6_files
     # the command line, the runtime and the other chapters' experiments are not in ch6's key
-    assert not {"cli.py", "__init__.py", "experiments/ch2.py"} & ch6_files
+    assert not {"cli.py", "__init__.py", "pages.py", "experiments/ch2.py"} & ch6_files
     assert not any(f.startswith("runtime/") for f in ch6_files)
     assert files() == {f for f in ch6_files if "/" not in f}
     v = sensbook.runtime.store.version
@@ -241,6 +241,26 @@ def test_stored_results_record_device_and_seconds(tmp_path):
     assert rec["result"] == r and rec["meta"]["device"] in ("cpu", "cuda")
     assert rec["meta"]["seconds"] >= 0 and rec["meta"]["torch"]
 
+
+
+def test_in_process_configurations_compute_in_one_thread_and_the_setting_is_restored(tmp_path):
+    """Issue 28: a notebook's kernel (Colab: two threads) computes its configurations in one
+    thread, as the cost models assume, and gets its own setting back afterwards."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        sb.run_sweep(sweep(2), tmp_path, progress=False)
+        assert torch.get_num_threads() == 2
+        threads = [sb.Store(tmp_path, "fake").record({"i": i, "tag": "a"})["meta"]["threads"]
+                   for i in range(2)]
+        assert threads == [1, 1]
+        sb.experiments.run_pool([(sweep(3, tag="b"), lambda c: 1.0)], tmp_path, progress=False)
+        assert torch.get_num_threads() == 2
+        assert sb.Store(tmp_path, "fake").record({"i": 2, "tag": "b"})["meta"]["threads"] == 1
+    finally:
+        torch.set_num_threads(before)
 
 
 

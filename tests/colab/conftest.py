@@ -99,7 +99,7 @@ def fresh_runtime(venv: pathlib.Path, where: pathlib.Path) -> pathlib.Path:
 def wheel(colab_venv, tmp_path_factory) -> pathlib.Path:
     """A wheel of the checkout's package (built from a copy, so the checkout stays clean)."""
     src = tmp_path_factory.mktemp("src")
-    for name in ("pyproject.toml", "README.md"):
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
         shutil.copy(ROOT / name, src / name)
     shutil.copytree(ROOT / "sensbook", src / "sensbook",
                     ignore=shutil.ignore_patterns("__pycache__"))

@@ -66,7 +66,7 @@ def _outputs(model, x) -> torch.Tensor:
     """T of any classifier (a Recognizer, a :class:`sensbook.TorchClassifier`, a callable) on
     ``x`` (B, N), as (P, B) (P = 1 for a single model)."""
     if not callable(model):
-        raise TypeError(f"model must be a classifier (a callable on strings (B, N)), got "
+        raise ValueError(f"model must be a classifier (a callable on strings (B, N)), got "
                         f"{type(model).__name__}")
     dtype = getattr(model, "dtype", torch.float32)
     T = model(x.to(dtype if isinstance(dtype, torch.dtype) else torch.float32))

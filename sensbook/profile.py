@@ -158,18 +158,16 @@ def _check_margin(margin, dtype=None):
     return check_real(margin, "margin", minimum=0)
 
 
-#: Integer input dtypes a classifier may ask for (its strings as 0/1 ids).
-INT_INPUTS = (torch.int64, torch.int32)
+INT_INPUTS = (torch.int64, torch.int32)         # input dtypes for 0/1 ids
 
 
 def _where(classifier, device, dtype):
     """Device and input dtype for a classifier: explicit, else its own, else CPU float32."""
     if dtype is not None and not (isinstance(dtype, torch.dtype)
                                   and (dtype.is_floating_point or dtype in INT_INPUTS)):
-        raise ValueError(f"dtype must be a floating torch dtype (e.g. torch.float64) or an "
-                         f"integer one for 0/1 ids (torch.long, torch.int32), got {dtype!r}; for "
-                         "token ids other than 0/1 wrap the model in sb.TorchClassifier(model, "
-                         "tokens=(id0, id1))")
+        raise ValueError(f"dtype must be a floating torch dtype (e.g. torch.float64) or torch."
+                         f"long/int32 for 0/1 ids, got {dtype!r}; for other token ids use "
+                         "sb.TorchClassifier(model, tokens=(id0, id1))")
     check_mode(classifier)
     if device is None or dtype is None:
         p = None
@@ -276,9 +274,6 @@ def _check_table_fits(nbytes, device):
                          "n_samples")
 
 
-_chunk = plan_chunk
-
-
 def _trim():
     """Give memory freed by the classifier calls back to the system (glibc ``malloc_trim``):
     else the allocator keeps it resident and the next phase adds to it, not reuses it."""
@@ -294,8 +289,8 @@ def _trim():
 def _evaluate(classifier, x, margin, B, labels: _FloatLabels | None = None):
     with explain_call(classifier, x):
         out = classifier(x)
-    explain_output(out, B)
     if not isinstance(out, torch.Tensor):
+        explain_output(out, B)
         arr = None if out is None or isinstance(out, (str, bytes)) else np.asarray(out)
         if arr is None or arr.dtype.kind not in "biuf":
             raise TypeError(

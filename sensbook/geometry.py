@@ -151,7 +151,7 @@ def with_flips(x: torch.Tensor, bits: torch.Tensor) -> torch.Tensor:
 def flip_influence(
     model: Recognizer, x: torch.Tensor, bits=None, *, chunk: int = 64
 ) -> torch.Tensor:
-    """|T(theta, x) - T(theta, x xor e_i)| for each model, string and bit: shape (P, B,
+    """``|T(theta, x) - T(theta, x xor e_i)|`` for each model, string and bit: shape (P, B,
     k).
 
     Lemma 2.9 bounds it by C beta(x) beta(x xor e_i) / N; with eps > 0 the blowups are
@@ -197,7 +197,7 @@ def output_table(
 def exhaustive_influence(
     model: Recognizer, N: int, *, table: torch.Tensor | None = None
 ) -> torch.Tensor:
-    """max over all 2^N strings x and all N bits i of |T(x) - T(x xor e_i)|: shape (P,).
+    """max over all 2^N strings x and all N bits i of ``|T(x) - T(x xor e_i)|``: shape (P,).
 
     Computed from the table of T on all strings (:func:`output_table`, or ``table`` if
     given): the flipped string of index j has index j XOR 2^i, so each string is

@@ -312,7 +312,7 @@ def _evaluate(classifier, x, margin, B, labels: _FloatLabels | None = None):
 @torch.no_grad()
 def truth_table(classifier, N: int, *, margin: float | str = 0.0, device=None, dtype=None,
                 memory_mb: float = 256, chunk_size: int | None = None, progress: bool = True):
-    """Labels of the classifier on all 2^N strings: int8 tensor (*pop, 2^N).
+    """Labels of the classifier on all 2^N strings: int8 tensor ``(*pop, 2^N)``.
 
     Entry ``index`` is the label of the string with that index (see :mod:`sensbook.boolean`):
     0 reject, 1 accept, -1 undecided, -2 non-finite. Memory: the table (one byte per string
@@ -457,7 +457,7 @@ def _check_table(table):
 
 def profile_from_table(table: torch.Tensor, *, chunk: int = 1 << 16,
                        memory_mb: float | None = None) -> Profile:
-    """The exact profile of a truth table (*pop, 2^N) of labels from :func:`truth_table`.
+    """The exact profile of a truth table ``(*pop, 2^N)`` of labels from :func:`truth_table`.
 
     ``table`` must hold labels (bool, or integers in {-2, -1, 0, 1}); scores are refused (use
     :func:`classify`). Works over aligned blocks of 2^c <= ``chunk`` strings, so extra memory

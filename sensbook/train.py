@@ -412,7 +412,7 @@ def top_hessian_eigenvalue(model, f: BooleanFunction, x, *, loss: str = "logisti
 
 @torch.no_grad()
 def min_margin(model, x) -> np.ndarray:
-    """min over the strings ``x`` of |T(x)|, per model: (P,). With labels sign(T), the
+    """min over the strings ``x`` of ``|T(x)|``, per model: (P,). With labels sign(T), the
     smallest output a string gets; Cor. 3.4 bounds it by O(1/N) at eps > 0 for weights in a
     fixed box."""
     dev, dt = _where(model)

@@ -27,15 +27,15 @@ from torch import nn
 
 from .settings import check_device
 
-__all__ = ["TorchClassifier", "SklearnClassifier", "measure_peak_bytes"]
+__all__ = ["TorchClassifier", "SklearnClassifier", "measure_peak_bytes", "measure_resident_bytes"]
 
 #: Modules whose output depends on train/eval mode: a model holding one in training mode would
 #: be profiled with dropout on (a different random function at every call) or batch statistics.
 MODE_DEPENDENT = (nn.modules.dropout._DropoutNd, nn.modules.batchnorm._NormBase)
 
-#: Strings per memory probe, and the factor the measured peak is multiplied by (the allocator's
-#: rounding and fragmentation, which a tensor count does not see).
-PROBE_STRINGS, PROBE_FACTOR = 8, 3
+#: Strings per memory probe, and the factors the measured peaks are multiplied by: the tensor
+#: count misses the allocator's rounding and fragmentation, the resident size its noise.
+PROBE_STRINGS, PROBE_FACTOR, RESIDENT_FACTOR = 8, 3, 2
 
 #: Hugging Face model types that pool a first ([CLS]) token, so ``pad_token_id`` never decides
 #: which position is read (decoder classifiers such as GPT-2 read the last non-pad token).
@@ -78,6 +78,45 @@ class _PeakTensors(torch.utils._python_dispatch.TorchDispatchMode):
                 self.seen[key][1] += 1      # views share the storage: freed with the last
                 weakref.finalize(t, self._free, key)
         return out
+
+
+def trim_memory() -> None:
+    """Give memory freed by earlier calls back to the system (glibc ``malloc_trim``): else the
+    allocator keeps it resident and the next phase adds to it, not reuses it."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None).malloc_trim(0)
+    except (OSError, AttributeError):                            # pragma: no cover - not glibc
+        pass
+
+
+def _kib(field: str) -> int:
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith(field))
+
+
+def measure_resident_bytes(fn: Callable, *args, device=None) -> int:
+    """What one call ``fn(*args)`` adds at its peak to the memory in use, measured: on CUDA the
+    allocator's peak above its start; on Linux the rise of the process's peak resident set
+    size (reset through ``/proc/self/clear_refs``), which sees the buffers of fused kernels that
+    no tensor count does; 0 where neither can be read. Call it after a warm-up call."""
+    if device is not None and torch.device(device).type == "cuda":
+        torch.cuda.synchronize(device)
+        base = torch.cuda.memory_allocated(device)
+        torch.cuda.reset_peak_memory_stats(device)
+        fn(*args)
+        torch.cuda.synchronize(device)
+        return max(0, torch.cuda.max_memory_allocated(device) - base)
+    try:
+        trim_memory()
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")                                # the peak RSS := the current RSS
+        base = _kib("VmRSS")
+        fn(*args)
+        return max(0, (_kib("VmHWM") - base) * 1024)
+    except (OSError, StopIteration, ValueError):           # not Linux, or not allowed
+        return 0
 
 
 def measure_peak_bytes(fn: Callable, *args) -> int:
@@ -275,13 +314,17 @@ class TorchClassifier:
 
     def memory_per_string(self, N: int) -> int:
         """Bytes one string of length N costs in a call, measured on a probe of
-        ``PROBE_STRINGS`` strings (the peak of the tensors the forward pass allocates, times
-        ``PROBE_FACTOR``); cached per N. The profilers size their chunks by it."""
+        ``PROBE_STRINGS`` strings: the larger of the peak of the tensors the forward pass
+        allocates (:func:`measure_peak_bytes`, times ``PROBE_FACTOR``) and the memory the call
+        adds at its peak (:func:`measure_resident_bytes`, times ``RESIDENT_FACTOR``: fused
+        kernels such as PyTorch's encoder fast path allocate buffers no tensor count sees);
+        cached per N. The profilers size their chunks by it."""
         if N not in self._estimates:
             x = torch.zeros(PROBE_STRINGS, N)
             x[::2] = 1
-            peak = measure_peak_bytes(self, x)
-            self._estimates[N] = int(PROBE_FACTOR * peak / PROBE_STRINGS) + 1
+            counted = PROBE_FACTOR * measure_peak_bytes(self, x)
+            resident = RESIDENT_FACTOR * measure_resident_bytes(self, x, device=self.device)
+            self._estimates[N] = int(max(counted, resident) / PROBE_STRINGS) + 1
         return self._estimates[N]
 
     def __repr__(self):

@@ -28,6 +28,7 @@ import numpy as np
 import torch
 
 from .adapters import check_mode, explain_call, explain_output
+from .adapters import trim_memory as _trim
 from .boolean import (MAX_EXHAUSTIVE_N, check_int, check_n, check_real, check_seed,
                       index_to_strings)
 from .settings import check_device, progress as _progress
@@ -272,17 +273,6 @@ def _check_table_fits(nbytes, device):
         raise ValueError(f"the truth table needs {_mib(nbytes)} (one byte per string and model), "
                          f"more than {where} ({_mib(free)}); use fewer models, a smaller N, or "
                          "n_samples")
-
-
-def _trim():
-    """Give memory freed by the classifier calls back to the system (glibc ``malloc_trim``):
-    else the allocator keeps it resident and the next phase adds to it, not reuses it."""
-    try:
-        import ctypes
-
-        ctypes.CDLL(None).malloc_trim(0)
-    except (OSError, AttributeError):                            # pragma: no cover - not glibc
-        pass
 
 
 @torch.no_grad()

@@ -204,14 +204,10 @@ def test_item3_every_error_names_the_fix():
 # ---- item 4: memory -----------------------------------------------------------------------------
 MEASURE = r"""
 import json, sys, torch, transformers, sensbook as sb
-from sensbook.profile import _trim
+from sensbook.adapters import _kib as kib, trim_memory as _trim
 from tests.test_adapters import EncoderCLS
 torch.set_num_threads(1)
 a = json.loads(sys.argv[1])
-def kib(k):
-    for line in open("/proc/self/status"):
-        if line.startswith(k):
-            return int(line.split()[1])
 torch.manual_seed(0)
 if a["model"] == "gpt2":
     cfg = transformers.GPT2Config(vocab_size=8, n_embd=32, n_layer=2, n_head=2, n_positions=600,

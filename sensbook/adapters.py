@@ -43,6 +43,20 @@ ENCODERS = {"bert", "roberta", "distilbert", "albert", "electra", "deberta", "de
             "xlm-roberta", "camembert", "mpnet", "modernbert"}
 
 
+def user_stacklevel() -> int:
+    """The ``stacklevel`` of a warning that points at the first caller outside sensbook and
+    torch (the line of the reader's code that asked for the profile)."""
+    import os
+    import sys
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    skip = (here, os.path.dirname(os.path.abspath(torch.__file__)))
+    frame, level = sys._getframe(1), 1
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(skip):
+        frame, level = frame.f_back, level + 1
+    return level
+
+
 def mode_dependent(model: nn.Module) -> list:
     """Names of the submodules of ``model`` in training mode whose output depends on the mode
     (dropout, batch norm): empty when the model computes one deterministic function."""

@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 from .adapters import check_mode, explain_call, explain_output
-from .adapters import trim_memory as _trim
+from .adapters import trim_memory as _trim, user_stacklevel
 from .boolean import (MAX_EXHAUSTIVE_N, check_int, check_n, check_real, check_seed,
                       index_to_strings)
 from .settings import check_device, progress as _progress
@@ -140,7 +140,8 @@ class _FloatLabels:
         if self.only01 and self.zero and self.one:
             raise ValueError(_FLOAT_LABELS)
         if 0 <= self.lo and 0 < self.hi <= 1:
-            warnings.warn(_PROBABILITIES.format(lo=self.lo, hi=self.hi), stacklevel=3)
+            warnings.warn(_PROBABILITIES.format(lo=self.lo, hi=self.hi),
+                          stacklevel=user_stacklevel())
 
 
 _PROBABILITIES = (

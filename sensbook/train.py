@@ -191,6 +191,11 @@ def train_population(model: Recognizer, f: BooleanFunction, N: int, seeds,
     """
     from .settings import progress as _progress
 
+    if _population_axis(model) is None:
+        raise ValueError(f"model must be a population whose parameters carry the population axis "
+                         f"first (sb.Recognizer, sb.control_population), got "
+                         f"{type(model).__name__}: train one model of your own with your own loop, "
+                         "then measure it (sb.accuracy, sb.top_hessian_eigenvalue, profiles)")
     N = check_n(N)
     seeds = _check_seeds(seeds)
     if len(seeds) != model.P:

@@ -282,7 +282,12 @@ def test_item5_sharpness_of_a_single_module_is_the_dense_hessians():
     assert got["lam"].shape == (1,) and bool(got["converged"][0])
     assert got["lam"][0] == pytest.approx(want, rel=1e-6)
     assert sb.min_margin(mlp, x).shape == (1,)
-    assert sb.accuracy(mlp, sb.PARITY, 6).shape == (1,)
+    acc = sb.accuracy(mlp, sb.PARITY, 6)
+    with torch.no_grad():
+        want = float(((mlp(sb.strings(6).double()) > 0) == sb.PARITY(sb.strings(6))).double().mean())
+    assert acc.shape == (1,) and acc[0] == pytest.approx(want)
+    with pytest.raises(ValueError, match="population axis first"):   # training needs a population
+        sb.train_population(mlp, sb.PARITY, 6, [0])
 
 
 def test_item6_instruments_take_any_classifier_or_say_what_they_need():

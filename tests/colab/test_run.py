@@ -167,6 +167,7 @@ def test_notebook_runs_in_a_colab_like_runtime_as_its_banner_says(
     if m is None and "sb.banner()" in "\n".join(c.source for c in code):
         # a chapter that reads no stored experiment (its banner names none): it read none
         assert not READ.search(text), f"{ipynb.name} reads experiments its banner omits"
+        assert f"sensbook scale={SCALE!r}" in text, f"{ipynb.name}: no scale line:\n{text[:500]}"
         assert not problems, problems
         return
     assert m, f"{ipynb.name}: no banner in the output:\n{text[:2000]}"

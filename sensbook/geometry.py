@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .boolean import check_n, index_to_strings
+from .boolean import check_n, check_real, check_strings, index_to_strings
 from .model import Recognizer, blowup, positional_features
 from .profile import ACCEPT, REJECT, classify
 from .settings import progress as _progress
@@ -130,17 +130,34 @@ def flip_bits(N: int, k: int) -> torch.Tensor:
     return torch.unique(torch.cat([base, base + 1, torch.tensor([0, N - 1])]))
 
 
+def check_bits(bits, N: int, argument: str = "bits") -> torch.Tensor:
+    """Bit positions as a 1-d int64 tensor: integers in 0..N-1 (0-based columns), from a
+    list, an array or an integer tensor. A boolean mask, floats (``1.7``) or positions
+    out of range are an error naming ``argument``, never rounded or read as 0/1 positions."""
+    allowed = f"a 1-d collection of integer positions in 0..{N - 1}"
+    try:
+        b = bits if isinstance(bits, torch.Tensor) else torch.as_tensor(np.asarray(bits))
+    except (TypeError, ValueError, RuntimeError):
+        raise TypeError(f"{argument} must be {allowed}, got {bits!r}") from None
+    if b.numel() == 0 and b.dim() == 1:
+        return b.to(torch.long)
+    if b.dtype == torch.bool or b.is_floating_point() or b.is_complex():
+        raise TypeError(f"{argument} must be {allowed} (not a mask, not floats); got "
+                        f"dtype {b.dtype}")
+    if b.dim() != 1 or b.min() < 0 or b.max() >= N:
+        raise ValueError(f"{argument} must be {allowed}; got {b.tolist()!r}"[:300])
+    return b.to(torch.long)
+
+
 def with_flips(x: torch.Tensor, bits: torch.Tensor) -> torch.Tensor:
-    """(B, 1 + k, N): each string x followed by x xor e_i for each i in ``bits``."""
+    """(B, 1 + k, N): each string x followed by x xor e_i for each i in ``bits``.
+
+    ``x``: 0/1 strings (:func:`sensbook.check_strings`; a 2 or a -1 is an error, never
+    reduced mod 2); ``bits``: positions (:func:`check_bits`)."""
+    x = check_strings(x)
     if x.dim() != 2:
         raise ValueError(f"x must have shape (B, N), got {tuple(x.shape)}")
-    bits = torch.as_tensor(bits, dtype=torch.long)
-    if bits.dim() != 1 or (
-        bits.numel() and (bits.min() < 0 or bits.max() >= x.shape[1])
-    ):
-        raise ValueError(
-            f"bits must be a 1-d tensor of positions in 0..{x.shape[1] - 1}"
-        )
+    bits = check_bits(bits, x.shape[1])
     B, N = x.shape
     flips = torch.zeros(len(bits) + 1, N, dtype=x.dtype)
     flips[torch.arange(1, len(bits) + 1), bits] = 1
@@ -484,6 +501,18 @@ def _log_blowup(model: Recognizer, x: torch.Tensor) -> torch.Tensor:
     return torch.log1p(1 / torch.sqrt(var + model.eps)).amax(-1).sum(-1)
 
 
+def check_lr(lr, argument: str = "lr") -> tuple:
+    """A step-size schedule ``(start, end)``: two finite numbers with 0 < end <= start."""
+    allowed = "a pair (start, end) of finite numbers with 0 < end <= start, e.g. (0.05, 1e-4)"
+    if isinstance(lr, (str, bytes)) or not hasattr(lr, "__len__") or len(lr) != 2:
+        raise TypeError(f"{argument} must be {allowed}, got {lr!r}")
+    start, end = (check_real(v, f"{argument}[{i}]", minimum=0, strict=True)
+                  for i, v in enumerate(lr))
+    if end > start:
+        raise ValueError(f"{argument} must be {allowed}, got {lr!r}")
+    return start, end
+
+
 def ascend_in_box(model, log_objective, *, steps: int, lr: tuple, box: float = 1.0,
                   before_step=None) -> None:
     """Gradient ascent over theta in the box [-box, box]^M, in place, on ``log_objective()``
@@ -498,8 +527,7 @@ def ascend_in_box(model, log_objective, *, steps: int, lr: tuple, box: float = 1
     """
     steps = _check_int("steps", steps)
     box = _check_pos("box", box)
-    if len(lr) != 2 or not 0 < lr[1] <= lr[0]:
-        raise ValueError(f"lr must be (start, end) with 0 < end <= start, got {lr!r}")
+    lr = check_lr(lr)
     params = list(model.parameters())
 
     def clip():

@@ -81,10 +81,9 @@ def classify(out: torch.Tensor, margin: float | str = 0.0) -> torch.Tensor:
             raise ValueError("an integer classifier output must be 0/1; use a float output for scores")
         return out.to(torch.int8)
     margin = _check_margin(margin, out.dtype)
-    if out.numel() > 1:
-        lo, hi = torch.aminmax(out)
-        if float(lo) == 0.0 and float(hi) == 1.0 and bool(((out == 0) | (out == 1)).all()):
-            raise ValueError(_FLOAT_LABELS)
+    if out.numel() > 1 and bool((out == 1).any()) and bool((out == 0).any()) \
+            and bool(((out == 0) | (out == 1) | ~torch.isfinite(out)).all()):   # NaN aside
+        raise ValueError(_FLOAT_LABELS)
     lab = torch.full(out.shape, UNDECIDED, dtype=torch.int8, device=out.device)
     lab[(out > 0) & (out >= margin)] = ACCEPT
     lab[(out < 0) & (out <= -margin)] = REJECT
@@ -107,15 +106,16 @@ def check_memory_mb(memory_mb, argument="memory_mb") -> float:
 
 
 _FLOAT_LABELS = (
-    "the classifier returned float values that are all 0.0 or 1.0: these look like "
-    "labels, but a float output is read as scores T (0.0 = undecided). Return labels "
-    "as a bool tensor (e.g. `(x.sum(-1) % 2) == 1` or `out.bool()`), or scores T "
+    "the classifier returned float values that are all 0.0 or 1.0 (NaN and inf aside): "
+    "these look like labels, but a float output is read as scores T (0.0 = undecided). "
+    "Return labels as a bool tensor (e.g. `(x.sum(-1) % 2) == 1` or `out.bool()`), or scores T "
     "whose sign is the label (e.g. `2 * out - 1`)")
 
 
 class _FloatLabels:
     """Labels written as floats, seen across all the calls of one profile: a float output
-    whose values, over every call, are only 0.0 and 1.0 (both) is refused, whatever values one
+    whose finite values, over every call, are only 0.0 and 1.0 (both) is refused (a NaN or an
+    inf does not hide them), whatever values one
     call (one chunk of strings) happens to hold; :func:`classify` checks a single output."""
 
     def __init__(self):
@@ -124,13 +124,15 @@ class _FloatLabels:
 
     def see(self, out: torch.Tensor):
         if out.is_floating_point() and out.numel():
-            finite = out[torch.isfinite(out)]
-            if finite.numel():
-                lo, hi = torch.aminmax(finite)
-                self.lo, self.hi = min(self.lo, float(lo)), max(self.hi, float(hi))
+            lo, hi = (float(v) for v in torch.aminmax(out))
+            if not (math.isfinite(lo) and math.isfinite(hi)):     # rare: NaN/inf outputs
+                finite = out[torch.isfinite(out)]
+                lo, hi = (float(v) for v in torch.aminmax(finite)) if finite.numel() else (0, 0)
+            self.lo, self.hi = min(self.lo, lo), max(self.hi, hi)
         if not self.only01:
             return
-        if not out.is_floating_point() or not bool(((out == 0) | (out == 1)).all()):
+        if not out.is_floating_point() or not bool(((out == 0) | (out == 1)
+                                                    | ~torch.isfinite(out)).all()):
             self.only01 = False
             return
         self.zero = self.zero or bool((out == 0).any())

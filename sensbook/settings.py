@@ -62,9 +62,21 @@ def device() -> torch.device:
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
+def _available(kind: str) -> bool:
+    """Whether this machine computes on devices of type ``kind`` (``meta`` computes nothing)."""
+    if kind == "cuda":
+        return torch.cuda.is_available()
+    if kind == "mps":
+        return torch.backends.mps.is_available()
+    if kind == "xpu":
+        return hasattr(torch, "xpu") and torch.xpu.is_available()
+    return kind == "cpu"
+
+
 def check_device(device, argument="device") -> torch.device:
-    """A torch device that exists here; CUDA asked for without CUDA is an error naming
-    ``argument`` (the argument or environment variable that asked for it)."""
+    """A torch device that exists here; CUDA (or MPS, XPU) asked for without it, or a device
+    that computes nothing (``meta``), is an error naming ``argument`` (the argument or
+    environment variable that asked for it)."""
     try:
         dev = torch.device(device)
     except (RuntimeError, TypeError) as e:
@@ -76,6 +88,12 @@ def check_device(device, argument="device") -> torch.device:
         if dev.index is not None and dev.index >= torch.cuda.device_count():
             raise ValueError(f"{argument}={device!r}: this machine has "
                              f"{torch.cuda.device_count()} CUDA device(s)")
+    elif not _available(dev.type):
+        what = ("holds no values (nothing is computed)" if dev.type == "meta" else
+                "is not available on this machine")
+        here = [k for k in ("cpu", "cuda", "mps", "xpu") if _available(k)]
+        raise ValueError(f"{argument}={device!r}: a {dev.type!r} device {what}; allowed here: "
+                         f"{', '.join(here)}")
     return dev
 
 

@@ -34,7 +34,8 @@ import numpy as np
 import torch
 import torch.nn.functional as Fn
 
-from .boolean import FIRST, MAJORITY, PARITY, BooleanFunction, check_n, index_to_strings
+from .boolean import (FIRST, MAJORITY, MAX_EXHAUSTIVE_N, PARITY, BooleanFunction, check_int,
+                      check_n, check_real, index_to_strings)
 from .model import INITS, Recognizer
 
 DATA_SEED_OFFSET = 1_000_003          # data generator of seed s: s + this (init uses s itself)
@@ -95,22 +96,16 @@ class Protocol:
     batch: int = 128
 
     def __post_init__(self):
+        # numpy scalars are numbers (stored as Python ones: a protocol is JSON); bools are not
         for name in ("D", "L", "H", "steps", "batch"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise ValueError(f"{name} must be an integer >= 1, got {v!r}")
+            object.__setattr__(self, name, check_int(getattr(self, name), name, minimum=1))
         if self.init not in INITS:
             raise ValueError(f"init={self.init!r} is unknown; allowed: {', '.join(INITS)}")
         if self.loss not in LOSSES:
             raise ValueError(f"loss={self.loss!r} is unknown; allowed: {', '.join(LOSSES)}")
-        for name in ("lr", "init_scale"):
-            v = getattr(self, name)
-            if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
-                raise ValueError(f"{name} must be a finite number > 0, got {v!r}")
-        for name in ("eps", "weight_decay"):
-            v = getattr(self, name)
-            if not (isinstance(v, (int, float)) and math.isfinite(v) and v >= 0):
-                raise ValueError(f"{name} must be a finite number >= 0, got {v!r}")
+        for name in ("lr", "init_scale", "eps", "weight_decay"):
+            v = check_real(getattr(self, name), name, minimum=0, strict=name in ("lr", "init_scale"))
+            object.__setattr__(self, name, v)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -247,6 +242,9 @@ def accuracy(model: Recognizer, f: BooleanFunction, N: int, *, n_test: int | Non
     A NaN or infinite output is an error (ValueError naming the models), never a class.
     """
     N = check_n(N)
+    if n_test is None and N > MAX_EXHAUSTIVE_N:
+        raise ValueError(f"N={N}: accuracy on all 2^N strings needs N <= {MAX_EXHAUSTIVE_N}; "
+                         "pass n_test (an integer >= 1) to measure it on held-out strings")
     if n_test is None:
         total, idx_all = 2**N, torch.arange(2**N)
         xs = lambda a, b: index_to_strings(idx_all[a:b], N)
@@ -387,6 +385,7 @@ def top_hessian_eigenvalue(model, f: BooleanFunction, x, *, loss: str = "logisti
     if not isinstance(model, torch.nn.Module) or not any(True for _ in model.parameters()):
         raise TypeError(f"model must be a torch.nn.Module with parameters (the Hessian is over "
                         f"them), got {type(model).__name__}")
+    tol = check_real(tol, "tol", minimum=0)
     dev, dt = _where(model)
     x = torch.as_tensor(x).to(device=dev, dtype=dt)
     y = f(x)
@@ -420,8 +419,12 @@ def min_margin(model, x) -> np.ndarray:
     """min over the strings ``x`` of ``|T(x)|``, per model: (P,). With labels sign(T), the
     smallest output a string gets; Cor. 3.4 bounds it by O(1/N) at eps > 0 for weights in a
     fixed box."""
+    x = torch.as_tensor(x)
+    if x.dim() < 2 or x.shape[-2] == 0:
+        raise ValueError(f"x must hold at least one string, shape (B, N) with B >= 1, got "
+                         f"{tuple(x.shape)}: the smallest |T| over no strings is undefined")
     dev, dt = _where(model)
-    x = torch.as_tensor(x).to(device=dev, dtype=dt)
+    x = x.to(device=dev, dtype=dt)
     T = model(x).reshape(-1, x.shape[0])
     if not torch.isfinite(T).all():
         raise ValueError("model output is NaN or infinite; the margin is undefined")

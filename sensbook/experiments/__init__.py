@@ -134,11 +134,13 @@ def run_experiment(name: str, scale: str | None = None, out=None, *, workers: in
     sweep = exp.sweep(sc)
     out = results_dir() if out is None else out
     # In Colab (or with $SENSBOOK_PUBLISHED): results the published book computed, never in CI
-    published, site, refused = fetch_missing(sweep, out)
+    published, site, refused, absent = fetch_missing(sweep, out)
     results, stats = run_sweep(sweep, out, workers=workers, progress=progress, compute=compute)
     if report:
         from_site = f"{published} from the published store ({site}), " if site else ""
         bad = f"; {refused} published record(s) refused" if refused else ""
+        bad += (f"; {absent} listed in the published index but not on the site, computed here"
+                if absent else "")
         print(f"[{name} @ {sc}: {len(results)} configurations, {stats['stored'] - published} read "
               f"from the store, {from_site}{stats['computed']} computed now{bad}]")
     return results
@@ -161,8 +163,10 @@ def banner(*names: str) -> str:
     it reads (``names``: experiment names such as ``"ch5.exact"``, or a chapter such as ``"ch3"``
     for all of that chapter's experiments), what they need here, in this order: how many
     configurations are stored here, how many the published store holds (Colab, or
-    ``$SENSBOOK_PUBLISHED``; they are fetched, not computed) and the predicted time of the rest
-    (the cost models: one CPU core; a GPU is faster by a factor not measured yet).
+    ``$SENSBOOK_PUBLISHED``; by its index, which a fetch has not confirmed yet: what does not
+    arrive or fails a check is computed, and :func:`run_experiment` says how many) and the
+    predicted time of the rest (the cost models: one CPU core; a GPU is faster by a factor not
+    measured yet).
     """
     sc = current_scale()
     line = f"sensbook scale={sc!r} device={device()} torch={torch.__version__}"
@@ -172,7 +176,7 @@ def banner(*names: str) -> str:
     base = published_url()
     index = published_keys(base) if base else None
     n = here = site = todo = 0
-    seconds = 0.0
+    seconds = site_seconds = 0.0
     for e in exps.values():
         sweep = e.sweep(sc)
         st = Store(results_dir(), e.name, sweep.version)
@@ -183,6 +187,7 @@ def banner(*names: str) -> str:
                 here += 1
             elif key(c, sweep.version) in held:
                 site += 1
+                site_seconds += e.cost(c)
             else:
                 todo += 1
                 seconds += e.cost(c)
@@ -194,11 +199,13 @@ def banner(*names: str) -> str:
         where = f"{here} stored here, the published store ({base}) unreadable"
     else:
         where = f"{here} stored here, {site} in the published store ({base})"
-    if todo == 0:
-        cost = "nothing to compute" + (" (the published results arrive in seconds)" if site else "")
-    else:
-        cost = f"about {_minutes(seconds)} on one CPU core"
+    cost = "nothing to compute" if todo == 0 else f"about {_minutes(seconds)} on one CPU core"
     lines = [line, what, f"{where}, {todo} to compute: {cost}"]
+    if site:               # what the index lists is not yet fetched, nor checked
+        lines.append(f"(the {site} published are what its index lists, not yet fetched or "
+                     "checked: any that does not arrive or fails a check is computed here, about "
+                     f"{_minutes(site_seconds)} on one CPU core for all {site}, and the run "
+                     "says so)")
     if seconds > BANNER_LONG_SECONDS:
         lines += ["too long for one notebook session: compute them on a GPU or a cluster and",
                   "keep the store on a drive (the introduction, 'At paper scale')"]

@@ -159,18 +159,21 @@ def _cores() -> int:
         return os.cpu_count() or 1
 
 
-def bound_workers(workers: int, devices=()) -> int:
-    """``workers`` cut to what this machine holds: at most one per core (or per device, when
-    ``devices`` are given) and at most one per ``WORKER_MB`` of available memory; a
-    ``UserWarning`` says so when the request is cut."""
+def bound_workers(workers: int, devices=(), what: str | None = None) -> int:
+    """``workers`` cut to what this machine holds: at most one per core (or per accelerator
+    entry, when ``devices`` name GPUs: ``cpu`` entries add no core) and at most one per
+    ``WORKER_MB`` of available memory; a ``UserWarning`` says so when the request is cut
+    (``what``: how it names the request, default ``workers=N``)."""
     cores, mem = _cores(), _available_mb()
     by_mem = max(1, int(mem // WORKER_MB))
-    limit = min(max(cores, len(devices)), by_mem)
+    gpus = [d for d in devices if not str(d).strip().lower().startswith("cpu")]
+    limit = min(max(cores, len(gpus)), by_mem)
     if workers <= limit:
         return workers
     why = (f"{cores} core(s)" if limit < by_mem else
            f"{mem / 1024:.1f} GiB of memory available ({WORKER_MB} MB per worker)")
-    warnings.warn(f"workers={workers} cut to {limit}: this machine has {why}", stacklevel=3)
+    warnings.warn(f"{what or f'workers={workers}'} cut to {limit}: this machine has {why}",
+                  stacklevel=3)
     return limit
 
 

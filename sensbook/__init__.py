@@ -4,7 +4,8 @@ Companion package of the executable book following Kövér, Butoi, Svete, Hahn &
 "Understanding the Parameter Space Geometry of Transformers Encoding Boolean Functions"
 (ICML 2026). The folders are the architecture:
 
-* instruments (this folder), in the order the book uses them: ``boolean`` (Boolean functions
+* instruments (this folder), in the order the book uses them: ``adapters`` (a researcher's
+  torch, Hugging Face or scikit-learn model as a classifier), ``boolean`` (Boolean functions
   with exact sensitivity profiles), ``profile`` (the profiler for any batched Boolean
   classifier), ``model`` (the transformer recognizer, P models at once), ``geometry`` (eps > 0
   and eps = 0: blowup, influence, small-ball law), ``hinge`` (Lemma 2.9 and Cor. 4.3 measured;
@@ -21,6 +22,7 @@ Companion package of the executable book following Kövér, Butoi, Svete, Hahn &
 
 Instruments import neither ``experiments`` nor ``runtime``.
 """
+from .adapters import SklearnClassifier, TorchClassifier, measure_peak_bytes
 from .boolean import (FIRST, MAJORITY, MAX_EXHAUSTIVE_N, PARITY, BooleanFunction, Constant,
                       Dictator, Majority, Parity, TruthTable, index_to_strings, poisson_tv_bound,
                       random_function, random_function_expected_profile, sparse_majority,

@@ -55,9 +55,25 @@ __all__ = [
 def _check_model(model):
     if not isinstance(model, Recognizer):
         raise ValueError(
-            f"model must be a sensbook.Recognizer, got {type(model).__name__}"
+            f"model must be a sensbook.Recognizer, got {type(model).__name__}: this "
+            "instrument reads the recognizer's parameters or layer norms; for any classifier "
+            "use sb.flip_influence, sb.output_table or sb.sensitivity_profile"
         )
     return model
+
+
+def _outputs(model, x) -> torch.Tensor:
+    """T of any classifier (a Recognizer, a :class:`sensbook.TorchClassifier`, a callable) on
+    ``x`` (B, N), as (P, B) (P = 1 for a single model)."""
+    if not callable(model):
+        raise ValueError(f"model must be a classifier (a callable on strings (B, N)), got "
+                        f"{type(model).__name__}")
+    dtype = getattr(model, "dtype", torch.float32)
+    T = model(x.to(dtype if isinstance(dtype, torch.dtype) else torch.float32))
+    if not isinstance(T, torch.Tensor) or T.shape[-1] != x.shape[0]:
+        raise ValueError(f"model must return scores of shape (B,) or (P, B) for B={x.shape[0]} "
+                         "strings (wrap a torch model in sb.TorchClassifier)")
+    return T.reshape(-1, x.shape[0])
 
 
 def _check_int(name, v, lo=1):
@@ -152,14 +168,14 @@ def with_flips(x: torch.Tensor, bits: torch.Tensor) -> torch.Tensor:
 def flip_influence(
     model: Recognizer, x: torch.Tensor, bits=None, *, chunk: int = 64
 ) -> torch.Tensor:
-    """|T(theta, x) - T(theta, x xor e_i)| for each model, string and bit: shape (P, B,
+    """``|T(theta, x) - T(theta, x xor e_i)|`` for each model, string and bit: shape (P, B,
     k).
 
     Lemma 2.9 bounds it by C beta(x) beta(x xor e_i) / N; with eps > 0 the blowups are
     bounded (Lemma 3.2) so it is O(1/N) (Cor. 3.3). ``bits``: positions (default all N);
-    strings are evaluated ``chunk`` at a time (each with its k flips).
+    strings are evaluated ``chunk`` at a time (each with its k flips). ``model``: a
+    Recognizer or any classifier returning scores (B,) or (P, B) (P = 1 for a single model).
     """
-    model = _check_model(model)
     x = torch.as_tensor(x).float()
     if x.dim() != 2:
         raise ValueError(f"x must have shape (B, N), got {tuple(x.shape)}")
@@ -169,7 +185,7 @@ def flip_influence(
     for a in range(0, x.shape[0], chunk):
         xs = with_flips(x[a : a + chunk], bits)  # (b, 1+k, N)
         b, k1, N = xs.shape
-        T = model(xs.reshape(b * k1, N)).reshape(model.P, b, k1)
+        T = _outputs(model, xs.reshape(b * k1, N)).reshape(-1, b, k1)
         out.append((T[..., 1:] - T[..., :1]).abs())
     return torch.cat(out, dim=1)
 
@@ -180,24 +196,25 @@ def output_table(
 ) -> torch.Tensor:
     """T(theta, x) on all 2^N strings, in index order: shape (P, 2^N); N <= 20.
 
-    ``chunk`` strings per call (default: about 256 MB of activations).
+    ``chunk`` strings per call (default: about 256 MB of activations, by the model's
+    ``memory_per_string``). Any classifier returning scores (B,) or (P, B) (P = 1).
     """
-    model = _check_model(model)
     N = check_n(N, maximum=20)
     if chunk is None:
-        chunk = max(1, int(256 * 2**20 // model.memory_per_string(N)))
+        est = getattr(model, "memory_per_string", None)
+        chunk = max(1, int(256 * 2**20 // (est(N) if callable(est) else 64 * (N + 1))))
     chunk = _check_int("chunk", chunk)
     parts = []
     for a in range(0, 2**N, chunk):
         idx = torch.arange(a, min(a + chunk, 2**N))
-        parts.append(model(index_to_strings(idx, N, dtype=model.dtype)))
+        parts.append(_outputs(model, index_to_strings(idx, N)))
     return torch.cat(parts, dim=-1)
 
 
 def exhaustive_influence(
     model: Recognizer, N: int, *, table: torch.Tensor | None = None
 ) -> torch.Tensor:
-    """max over all 2^N strings x and all N bits i of |T(x) - T(x xor e_i)|: shape (P,).
+    """max over all 2^N strings x and all N bits i of ``|T(x) - T(x xor e_i)|``: shape (P,).
 
     Computed from the table of T on all strings (:func:`output_table`, or ``table`` if
     given): the flipped string of index j has index j XOR 2^i, so each string is

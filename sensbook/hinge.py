@@ -29,7 +29,9 @@ __all__ = ["flip_hinge", "lemma29_ratio", "flip_sensitivity", "maximise_influenc
 
 def _check_model(model):
     if not isinstance(model, Recognizer):
-        raise ValueError(f"model must be a sensbook.Recognizer, got {type(model).__name__}")
+        raise ValueError(f"model must be a sensbook.Recognizer, got {type(model).__name__}: "
+                         "the hinge reads its layer norms' blowups; for any classifier use "
+                         "sb.flip_influence or sb.sensitivity_profile")
     return model
 
 

@@ -35,7 +35,9 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 VENV = ROOT / ".colab-venv"
 #: Colab's versions (2026) of what a chapter imports besides torch and sensbook.
 PINS = ("pip==24.1.2", "ipywidgets==7.7.1", "numpy==2.0.2", "matplotlib==3.10.0",
-        "ipykernel==6.17.1", "ipython==7.34.0", "tqdm==4.67.1")
+        "ipykernel==6.17.1", "ipython==7.34.0", "tqdm==4.67.1",
+        # "Profile your own model" (book/ch8_own_model.md)
+        "scikit-learn==1.6.1", "transformers==4.57.1")
 #: torch and the packages torch itself imports, linked from the running environment.
 TORCH = ("torch", "torchgen", "functorch", "filelock", "typing_extensions", "sympy", "mpmath",
          "networkx", "jinja2", "markupsafe", "fsspec")
@@ -99,7 +101,7 @@ def fresh_runtime(venv: pathlib.Path, where: pathlib.Path) -> pathlib.Path:
 def wheel(colab_venv, tmp_path_factory) -> pathlib.Path:
     """A wheel of the checkout's package (built from a copy, so the checkout stays clean)."""
     src = tmp_path_factory.mktemp("src")
-    for name in ("pyproject.toml", "README.md"):
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
         shutil.copy(ROOT / name, src / name)
     shutil.copytree(ROOT / "sensbook", src / "sensbook",
                     ignore=shutil.ignore_patterns("__pycache__"))

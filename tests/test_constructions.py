@@ -189,6 +189,6 @@ def test_mark_first_flag_is_checked_and_kept():
         sb.Recognizer(1, 4, 1, mark_first=1)
     m = sb.Recognizer.random(3, 8, 1, mark_first=False)
     assert not m.like().mark_first and not m.select([0]).mark_first
-    assert not sb.perturb(m, 0.1, 2).mark_first
+    assert not sb.perturb(m.select([0]), 0.1, 2).mark_first
     phi = sb.positional_features(5, mark_first=False)
     assert (phi[:, 2] == 0).all() and torch.equal(phi[:, :2], sb.positional_features(5)[:, :2])

@@ -219,13 +219,14 @@ def construction_parameters(name: str) -> tuple[dict, int]:
     return CONSTRUCTIONS[name]()
 
 
-def _build(name, N, eps, dtype, device):
+def _build(name, N, eps, dtype, device, mark_first=True):
     if N is not None:
         check_n(N)
     if not (isinstance(eps, (int, float)) and math.isfinite(eps) and eps >= 0):
         raise ValueError(f"eps must be a finite number >= 0, got {eps!r}")
     params, H = construction_parameters(name)
-    return Recognizer.from_parameters(params, eps=eps, H=H, dtype=dtype, device=device)
+    return Recognizer.from_parameters(params, eps=eps, H=H, mark_first=mark_first, dtype=dtype,
+                                      device=device)
 
 
 def parity_transformer(N: int | None = None, *, eps: float = 0.0, dtype=torch.float64,
@@ -245,11 +246,11 @@ def first_transformer(N: int | None = None, *, eps: float = 0.0, dtype=torch.flo
 
 
 def first_hard_transformer(N: int | None = None, *, eps: float = 0.0, dtype=torch.float64,
-                           device=None) -> Recognizer:
+                           device=None, mark_first: bool = True) -> Recognizer:
     """FIRST by hard attention on the marked position (:func:`_first_hard_params`): D = 12,
     L = 2, H = 1, every parameter in [-1, 1]; T = 2 x_1 - 1 at eps = 0, a margin independent
     of N at eps > 0, for every N far below e^(score gap) (:func:`score_gap`)."""
-    return _build("FIRST_HARD", N, eps, dtype, device)
+    return _build("FIRST_HARD", N, eps, dtype, device, mark_first)
 
 
 def score_gap(model: Recognizer, N: int) -> torch.Tensor:

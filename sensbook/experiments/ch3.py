@@ -90,17 +90,21 @@ def box_scan_one(c: dict) -> dict:
     """The box scan: :func:`maximise_influence` over theta in [-B, B]^M (``c["B"]``) at length
     ``c["N"]`` and layer-norm ``c["eps"]``, in the worst-case architecture. Starts: the
     hard-attention FIRST construction scaled by B (start 0; its scores scale by B^2) and
-    ``c["P"]`` uniform points of the box; step sizes ``c["lr"]`` times B. Returns ``start``,
+    ``c["P"]`` uniform points of the box; step sizes ``c["lr"]`` times B. Without the feature
+    1[n = 1] (``c["mark_first"]`` False) the construction is no start (it then averages
+    uniformly, and a balanced string gives a zero-variance layer norm). Returns ``start``,
     ``end`` (max over all N bits of |Delta T|, per start) and ``gap``: the construction's
-    score gap (:func:`score_gap`) at B."""
+    score gap (:func:`score_gap`) at B (0 without the feature)."""
     B = c["B"]
     hard = first_hard_transformer(eps=c["eps"], device=device(), mark_first=c["mark_first"])
     rnd = Recognizer.random(c["P"], eps=c["eps"], init="uniform", scale=B, seed=c["seed"],
                             dtype=torch.float64, device=device(), mark_first=c["mark_first"],
                             **WORST_ARCH)
-    m = rnd.like(c["P"] + 1)
-    m.set_flat(torch.cat([B * hard.flat(), rnd.flat()]))
-    gap = score_gap(m.select([0]), c["N"]).item()
+    if c["mark_first"]:
+        m = rnd.like(c["P"] + 1).set_flat(torch.cat([B * hard.flat(), rnd.flat()]))
+        gap = score_gap(m.select([0]), c["N"]).item()
+    else:
+        m, gap = rnd, 0.0
     x = random_strings(c["N"], 1, seed=c["N"]).double()
     start, end = maximise_influence(m, x, flip_bits(c["N"], c["K"]), steps=c["steps"],
                                     lr=(c["lr"][0] * B, c["lr"][1] * B), box=B)
@@ -183,7 +187,7 @@ def _ch3_box_configs(scale):
 def box_curves(configs, results) -> dict:
     """The box scan as {(B, eps, mark_first): (Ns, best, starts)}: ``best`` (len(Ns),) the
     largest flip max_i |Delta T_i| found over all starts at each N, ``starts`` (len(Ns), P+1)
-    each start's, the scaled construction first."""
+    each start's (the scaled construction first, where it is a start)."""
     cells = {}
     for c, r in zip(configs, results):
         cells.setdefault((c["B"], c["eps"], c["mark_first"]), []).append((c["N"], dec(r["end"])))

@@ -166,7 +166,7 @@ def _ch3_worst_influence_configs(scale):
 
 #: The box scan: half-widths B of the box, layer-norm eps and lengths N per scale.
 BOX = dict(
-    ci=dict(B=[0.03, 0.125, 0.5], eps=[0.0, 0.1], Ns=[8, 32, 128], P=2, steps=40),
+    ci=dict(B=[0.03, 0.125, 1.0], eps=[0.0, 0.1], Ns=[8, 32, 128], P=2, steps=40),
     book=dict(B=[0.03, 0.06, 0.125, 0.25, 0.5, 1.0], eps=[0.0, 0.01, 0.1, 1.0],
               Ns=[8, 32, 128, 256], P=3, steps=60),
     paper=dict(B=[0.03, 0.045, 0.06, 0.09, 0.125, 0.18, 0.25, 0.35, 0.5, 0.7, 1.0],

@@ -505,7 +505,7 @@ def table(rows) -> str:
 #: steps; the trained models are probed on ``probe`` held-out strings.
 MECHANISM = dict(ci=dict(ablation=[17], ablation_budget=300, probe=64),
                  book=dict(ablation=[17, 65, 129], ablation_budget=300, probe=128),
-                 paper=dict(ablation=[33, 65, 129, 257, 513], ablation_budget=5000, probe=512))
+                 paper=dict(ablation=[33, 65, 129, 257], ablation_budget=2000, probe=512))
 
 
 def mechanism_configs(scale: str) -> list:

@@ -73,6 +73,10 @@ MUTANTS = (
            "    after = _profiles(init_population(seeds, pr, device=dev, dtype=dtype), f, N,\n"
            "                      config, n_test)  # mutant",
            ("ch6_training",)),
+    Mutant("search-ignores-eps", "the worst-case flip search runs at eps = 0 whatever eps is",
+           "hinge.py", "    model = _check_model(model)\n    x = torch.as_tensor(x).to(model.dtype)",
+           "    model = _check_model(model)\n    model.eps = 0.0  # mutant\n"
+           "    x = torch.as_tensor(x).to(model.dtype)", ("ch3_eps_positive",)),
 )
 
 

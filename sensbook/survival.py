@@ -57,9 +57,10 @@ def kaplan_meier(times, observed, z: float = 1.96) -> dict:
     by the data, only bounded below by the last time).
     """
     t, d = _times(times, observed)
-    ev = np.unique(t[d])
-    at_risk = np.array([(t >= u).sum() for u in ev], dtype=float)
-    events = np.array([((t == u) & d).sum() for u in ev], dtype=float)
+    # O(n log n): the at-risk count n_i = #{t >= t_i} from one sort and a binary search
+    ev, events = np.unique(t[d], return_counts=True)
+    events = events.astype(float)
+    at_risk = (len(t) - np.searchsorted(np.sort(t), ev, side="left")).astype(float)
     S = np.cumprod(1 - events / at_risk)
     with np.errstate(divide="ignore", invalid="ignore"):
         terms = np.where(at_risk > events, events / (at_risk * (at_risk - events)), np.inf)
@@ -71,9 +72,21 @@ def kaplan_meier(times, observed, z: float = 1.96) -> dict:
                 last=float(t.max()))
 
 
-def km_median(t, S) -> float:
-    """The smallest event time at which the Kaplan-Meier curve is <= 1/2 (inf if none)."""
-    below = np.flatnonzero(np.asarray(S) <= 0.5)
+MEDIAN_TOL = 1e-9
+
+
+def km_median(t, S, tol: float = MEDIAN_TOL) -> float:
+    """The smallest event time at which the Kaplan-Meier curve is <= 1/2 (inf if none).
+
+    S is a floating-point product: where the exact curve is 1/2 (n uncensored times, n even;
+    24 seeds of which 12 learned) ``np.cumprod`` can give 0.5000000000000013, and a strict
+    comparison would return the *next* event time (or inf). So S <= 1/2 + ``tol`` counts as
+    reaching 1/2: the product's rounding is a few ulps per factor (about 1e-12 after
+    thousands of factors), far below ``tol``; a curve that truly ends within ``tol`` above 1/2
+    is read as reaching it."""
+    if not 0 <= tol < 0.5:
+        raise ValueError(f"tol must be in [0, 0.5), got {tol!r}")
+    below = np.flatnonzero(np.asarray(S) <= 0.5 + tol)
     return float(np.asarray(t)[below[0]]) if below.size else math.inf
 
 
@@ -146,7 +159,11 @@ def fit_aft(x, times, observed, dist: str = "log-normal") -> dict:
     ``observed`` is False. Returns ``a``, ``b``, ``sigma``, ``loglik``, ``se_b`` (from the
     observed information: the inverse Hessian of -loglik), ``n``, ``censored``, ``dist``.
     With no censoring the log-normal fit is least squares (``sigma^2`` = mean squared
-    residual). A fit needs at least two distinct x among the observed times.
+    residual). A fit needs at least two distinct x among the observed times, and spread
+    about a line: where the observed log times lie exactly on a line in x (tied seeds at
+    each of two lengths, say) and no censored time pulls the line away, sigma's maximum-
+    likelihood estimate is 0 and the likelihood is unbounded; that is a ``ValueError``
+    naming what the data lack, never a fit with sigma ~ 0 and an arbitrary log-likelihood.
     """
     _check_dist(dist)
     t, d = _times(times, observed)
@@ -157,7 +174,19 @@ def fit_aft(x, times, observed, dist: str = "log-normal") -> dict:
         raise ValueError("fit_aft needs observed (uncensored) times at two or more distinct "
                          f"x, got x = {sorted(set(x[d].tolist()))}")
     y = np.log2(t)
+    lack = ("the observed log2 times lie on a line in x (no spread: tied times at every x, "
+            "or one time at each of two x), so sigma's maximum-likelihood estimate is 0 and "
+            "the likelihood is unbounded; the data lack spread within a length (need at "
+            "least two different times at some x, or three x not on a line)")
+    A = np.stack([np.ones(d.sum()), x[d]], 1)
+    resid = y[d] - A @ np.linalg.lstsq(A, y[d], rcond=None)[0]
+    if d.all() and np.abs(resid).max() <= 1e-9 * (1 + np.abs(y).max()):
+        raise ValueError(f"fit_aft: {lack}")
     theta, ll = _maximise(x, y, d, dist)
+    if not (math.isfinite(ll) and np.isfinite(theta).all()
+            and math.exp(theta[2]) > 1e-6 * (1 + np.ptp(y))):
+        raise ValueError(f"fit_aft: the fit did not converge to sigma > 0 "
+                         f"(sigma = {math.exp(min(theta[2], 700)):.3g}, loglik = {ll:.3g}): {lack}")
     p = torch.tensor(theta, dtype=torch.float64)
     H = torch.autograd.functional.hessian(lambda q: -aft_loglik(q, x, y, d, dist), p)
     cov = torch.linalg.pinv(H).numpy()
@@ -210,11 +239,18 @@ def heldout_loglik(Ns, times, observed, transform, dist: str = "log-normal") -> 
     """
     Ns = np.asarray(Ns, dtype=float)
     t, d = _times(times, observed)
+    if Ns.shape != t.shape or not np.isfinite(Ns).all():
+        raise ValueError(f"Ns must be finite and of the shape of times {t.shape} (one length "
+                         f"per seed), got shape {Ns.shape}")
     g = np.asarray(transform(Ns), dtype=float)
     per = {}
     for N0 in np.unique(Ns):
         out = Ns == N0
-        fit = fit_aft(g[~out], t[~out], d[~out], dist)
+        try:
+            fit = fit_aft(g[~out], t[~out], d[~out], dist)
+        except ValueError as e:
+            raise ValueError(f"heldout_loglik: leaving out N = {N0:g}, the fit on the other "
+                             f"lengths fails: {e}") from None
         per[float(N0)] = float(aft_loglik(torch.tensor(fit["params"]), g[out],
                                           np.log2(t[out]), d[out], dist))
     return dict(total=float(sum(per.values())), per_N=per)

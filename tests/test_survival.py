@@ -132,3 +132,84 @@ def test_bad_input_raises():
         fit_aft([1, 2], [3, 4], np.array([True, True]), "gamma")
     with pytest.raises(ValueError, match="two or more distinct"):
         fit_aft([1, 1, 2], [3, 4, 5], np.array([True, True, False]))
+
+
+def exact_km_median(t, d):
+    """The Kaplan-Meier median in exact rational arithmetic (events before censorings)."""
+    from fractions import Fraction
+    S = Fraction(1)
+    for u in sorted(set(t[d].tolist())):
+        n_u = int((t >= u).sum())
+        S *= Fraction(n_u - int(((t == u) & d).sum()), n_u)
+        if S <= Fraction(1, 2):
+            return u
+    return math.inf
+
+
+def test_km_median_is_exact_where_the_curve_is_one_half():
+    # issue 30, 3 / issue 26, 6: n uncensored times, exact S = 1/2 after the (n/2)-th; the
+    # floating product is 0.5000000000000013 at n = 24 and a strict <= took the next time
+    t = np.arange(1, 25, dtype=float)
+    km = kaplan_meier(t, np.ones(24, bool))
+    assert km["S"][11] != 0.5 and km["median"] == 12.0          # the case that failed
+    # 24 seeds, 12 learned at distinct steps, 12 censored at the budget: median 12, not inf
+    d = np.arange(24) < 12
+    assert kaplan_meier(np.where(d, t, 100.0), d)["median"] == 12.0
+    # the probe's grid: every even n to 200 uncensored, and n seeds with k learned (k <= n)
+    wrong = []
+    for n in range(2, 201, 2):
+        tt = np.arange(1, n + 1, dtype=float)
+        if kaplan_meier(tt, np.ones(n, bool))["median"] != n // 2:
+            wrong.append((n, n))
+    rng = np.random.default_rng(3)
+    for n in range(2, 41):
+        for k in range(1, n + 1):
+            d = np.arange(n) < k
+            tt = np.where(d, np.arange(1, n + 1), 10 * n).astype(float)
+            tt[rng.random(n) < 0.3] = rng.integers(1, n + 1)       # ties and early censoring
+            d = d & (rng.random(n) < 0.9)
+            if not d.any():
+                continue
+            if kaplan_meier(tt, d)["median"] != exact_km_median(tt, d):
+                wrong.append((n, k))
+    assert not wrong, wrong
+
+
+def test_kaplan_meier_on_200000_distinct_times():
+    # issue 30, 10: the at-risk count was recomputed per event time (quadratic: hours here);
+    # one sort and a binary search give the closed form S_i = 1 - i/n at once
+    n = 200_000
+    t = np.random.default_rng(4).permutation(n) + 1.0
+    km = kaplan_meier(t, np.ones(n, bool))
+    np.testing.assert_allclose(km["S"], 1 - np.arange(1, n + 1) / n, atol=1e-9)
+    np.testing.assert_array_equal(km["at_risk"], n - np.arange(n))
+    assert km["median"] == n / 2
+    d = t % 3 != 0                                                 # a third censored
+    km = kaplan_meier(t, d)
+    some = np.arange(0, len(km["t"]), 997)                         # the plain count, sampled
+    np.testing.assert_array_equal(km["at_risk"][some], [(t >= u).sum() for u in km["t"][some]])
+    assert (km["events"] == 1).all() and len(km["t"]) == d.sum()
+
+
+@pytest.mark.parametrize("times", [np.repeat([100.0, 200.0, 400.0], 4),    # on a line in N
+                                   np.repeat([100.0, 150.0, 400.0], 4)])   # not on a line
+def test_degenerate_survival_data_get_an_error_naming_what_they_lack(times):
+    # issue 30, 15: tied seeds at three lengths; every held-out fit sees two lengths of tied
+    # times, which a line fits exactly (sigma -> 0): it raised a LinAlgError (SVD of inf)
+    N = np.repeat([5.0, 7.0, 9.0], 4)
+    obs = np.ones(12, bool)
+    with pytest.raises(ValueError, match="leaving out N = 5.*lack spread within a length"):
+        heldout_loglik(N, times, obs, lambda n: n)
+    if times[4] == 200.0:                       # exactly on a line: fit_aft itself refuses
+        with pytest.raises(ValueError, match="sigma's maximum-likelihood estimate is 0"):
+            fit_aft(N, times, obs)
+        obs[-1] = False                         # a censored seed below the line: still 0
+        with pytest.raises(ValueError, match="did not converge to sigma > 0"):
+            fit_aft(N, np.r_[times[:-1], 50.0], obs)
+        f = fit_aft(N, np.r_[times[:-1], 1000.0], obs)   # censored above the line: defined
+        assert f["sigma"] > 0.1 and math.isfinite(f["loglik"])
+    else:                                       # spread about the line: a defined fit
+        f = fit_aft(N, times, obs)
+        assert f["sigma"] > 0.05 and math.isfinite(f["se_b"])
+    with pytest.raises(ValueError, match="Ns must be .* of the shape of times"):
+        heldout_loglik(N[:-1], times, np.ones(12, bool), lambda n: n)

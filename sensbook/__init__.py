@@ -31,7 +31,8 @@ from .geometry import (Recognition, blowup_bound, danger_center, distinct_functi
                        layer_norm_variances, lipschitz_theta, output_table, power_slope_interval,
                        random_strings, recognition, small_ball_cdf, small_ball_exponent,
                        with_flips)
-from .hinge import flip_hinge, flip_sensitivity, lemma29_ratio, maximise_influence
+from .hinge import (flip_hinge, flip_sensitivity, lemma29_ratio, lemma29_slope,
+                    maximise_influence)
 from .model import INITS, Recognizer, Trace, blowup, num_parameters, positional_features
 from .profile import (ACCEPT, NONFINITE, REJECT, UNDECIDED, Profile, classify, profile_from_table,
                       random_function_profiles, rounding_margin, sampled_profile,

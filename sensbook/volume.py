@@ -198,6 +198,8 @@ def theorem45_exponent(D: int, n_norms: int) -> float:
     layer and position, i.e. one layer norm per layer: its L counts normalisations. So for a
     model with two layer norms per layer, as the book's post-LN recognizer, n = 2L: the same
     count Lemma 3.2's cap (1 + 1/sqrt(eps))^(2L) uses (:func:`sensbook.blowup_bound`).
+    This count is the book's reading: the paper's full text could not be consulted, only the
+    exponent (D - 1)/(2n) - 5 is known, so its exact hypotheses are unknown here.
     """
     for name, v in (("D", D), ("n_norms", n_norms)):
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
@@ -206,13 +208,18 @@ def theorem45_exponent(D: int, n_norms: int) -> float:
 
 
 def theorem45_applies(D: int, n_norms: int) -> bool:
-    """Theorem 4.5's width condition: its exponent is positive iff D >= 10 n + 2."""
+    """The book's reading of Theorem 4.5's width condition, D >= 10 n + 2: the D at which its
+    exponent (:func:`theorem45_exponent`) is positive. Whether the paper states a width
+    hypothesis at all is unknown here (its full text could not be consulted); without one, the
+    bound K_0 >= N^a still forces K_0 >= 1 (an integer) for a <= 0."""
     return theorem45_exponent(D, n_norms) > 0
 
 
 def theorem45_bound(N, D: int, n_norms: int):
     """N^((D-1)/(2n) - 5): Theorem 4.5's lower bound on K_0 for a model with n layer norms
-    (:func:`theorem45_exponent`; constants unknown; asymptotic; with margin xi > 0, eps = 0)."""
+    (:func:`theorem45_exponent`; constants unknown; asymptotic; with margin xi > 0, eps = 0),
+    in its recognition form: for almost every theta at all large N, either some string is
+    undecided at margin xi or K_0 is at least this."""
     return np.asarray(N, float) ** theorem45_exponent(D, n_norms)
 
 

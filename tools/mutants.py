@@ -73,6 +73,9 @@ MUTANTS = (
            "    after = _profiles(init_population(seeds, pr, device=dev, dtype=dtype), f, N,\n"
            "                      config, n_test)  # mutant",
            ("ch6_training",)),
+    Mutant("beta-sum-not-product", "the blowup beta sums the layer norms' factors tau instead "
+           "of multiplying them (Lemma 2.9)",
+           "model.py", "tau.prod(-1))", "tau.sum(-1))", ("ch4_eps_zero", "ch3_eps_positive")),
 )
 
 

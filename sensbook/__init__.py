@@ -47,7 +47,7 @@ from .train import target as target_function
 from .volume import (Agreement, FunctionCensus, affine_class, agreement, basin_curve,
                      census_from_ids, critical_sigma, fit_power, ids_to_tables,
                      parameter_function_map, perturb, table_ids, theorem45_applies, theorem45_bound,
-                     theorem45_exponent, wilson_interval)
+                     theorem45_exponent, t_quantile, wilson_interval)
 from .fourier import (closed_form_weights, random_function_weights, spectral_weights,
                       total_influence, walsh_hadamard)
 from .controls import ARCHS as CONTROL_ARCHS

@@ -107,6 +107,13 @@ def _logpdf_logsf(z, dist):
     return logpdf, logsf
 
 
+def _logcdf(z, dist):
+    """log Pr[e <= z] of the standardised error (torch, float64)."""
+    if dist == "log-normal":
+        return torch.special.log_ndtr(z)
+    return torch.log(-torch.expm1(-torch.exp(z)))         # 1 - exp(-e^z)
+
+
 def aft_loglik(params, x, y, observed, dist: str = "log-normal", ylow=None):
     """Log-likelihood of log2 T = a + b x + sigma e at ``params`` = (a, b, log sigma): the sum
     over observed times of log density of y = log2 T, plus over censored ones of log Pr[Y > y]
@@ -122,10 +129,22 @@ def aft_loglik(params, x, y, observed, dist: str = "log-normal", ylow=None):
     logpdf, logsf = _logpdf_logsf(z, dist)
     if ylow is None:
         return torch.where(obs, logpdf - log_s, logsf).sum()
-    zl = (torch.as_tensor(ylow, dtype=torch.float64)[obs] - a - b * x[obs]) / torch.exp(log_s)
-    logsf_l = _logpdf_logsf(zl, dist)[1]
-    # log(S(zl) - S(z)) = log S(zl) + log(1 - S(z)/S(zl)), on the observed rows only
-    interval = logsf_l + torch.log(-torch.expm1(logsf[obs] - logsf_l))
+    yl = torch.as_tensor(ylow, dtype=torch.float64)[obs]
+    fin = torch.isfinite(yl)                               # lower = 0: log F(zu) alone
+    yl = torch.where(fin, yl, y[obs] - 1)                  # (a finite stand-in, unused)
+    zl = (yl - a - b * x[obs]) / torch.exp(log_s)
+    zu = z[obs]
+    # log(F(zu) - F(zl)) on the observed rows only, from whichever tail avoids cancellation:
+    # log S(zl) + log(1 - S(zu)/S(zl)) above the median, log F(zu) + log(1 - F(zl)/F(zu))
+    # below it (the other branch's value is never used, and its inputs are kept finite)
+    upper = (zu + zl) > 0
+    hi_u, hi_l = torch.where(upper, zu, 0.0), torch.where(upper, zl, -1.0)
+    lo_u, lo_l = torch.where(upper, 1.0, zu), torch.where(upper, 0.0, zl)
+    sf_u, sf_l = _logpdf_logsf(hi_u, dist)[1], _logpdf_logsf(hi_l, dist)[1]
+    cdf_u, cdf_l = _logcdf(lo_u, dist), _logcdf(lo_l, dist)
+    interval = torch.where(upper, sf_l + torch.log(-torch.expm1(sf_u - sf_l)),
+                           cdf_u + torch.log(-torch.expm1(cdf_l - cdf_u)))
+    interval = torch.where(fin, interval, _logcdf(torch.where(fin, 0.0, zu), dist))
     return interval.sum() + logsf[~obs].sum()
 
 

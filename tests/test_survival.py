@@ -240,6 +240,13 @@ def test_interval_censored_loglik_is_the_probability_of_the_interval():
         got = aft_loglik(torch.tensor([a, b, math.log(s)], dtype=torch.float64), x,
                          np.log2(u), d, dist, ylow)
         assert float(got) == pytest.approx(want, rel=1e-9), dist
+        # finite gradients everywhere, no earlier check and deep tails included
+        for shift in (0.0, 40.0, -40.0):
+            q = torch.tensor([a + shift, b, math.log(s)], dtype=torch.float64,
+                             requires_grad=True)
+            ll = aft_loglik(q, x, np.log2(u), d, dist, ylow)
+            ll.backward()
+            assert torch.isfinite(q.grad).all() and torch.isfinite(ll), (dist, shift, ll)
     # narrow intervals: the interval-censored fit tends to the exact-time fit
     exact = fit_aft(x, u, d)
     narrow = fit_aft(x, u, d, lower=u * (1 - 1e-7))

@@ -389,7 +389,7 @@ def majority_drift_one(config: dict) -> dict:
 
 # ---- the census's meaning: where the fixed models are sensitive ----------------------------
 def _band_configs(scale):
-    Ns1, Ns2 = pick(scale, ci=([6, 8, 10], [6, 8]), book=([8, 10, 12, 14, 16], [8, 10, 12]),
+    Ns1, Ns2 = pick(scale, ci=([6, 8, 10], [6, 8, 10]), book=([8, 10, 12, 14, 16], [8, 10, 12]),
                     paper=([8, 10, 12, 14, 16, 18], [8, 10, 12, 14, 16]))
     s = sizes("k0", scale)
     return [dict(D=D, L=L, P=s["P"], seed=100 * D + L, margin=K0_MARGIN, N0=K0_N0, N=N)

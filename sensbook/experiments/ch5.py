@@ -4,7 +4,7 @@
 * ``ch5.basin``: perturbed constructions, P(exact) and accuracy per noise scale sigma;
 * ``ch5.k0_growth``: K_0(N) of one fixed set of random models followed across N;
 * ``ch5.pf_map``: the parameter-function map P(f) at N = 3, 4, 5;
-* ``ch5.majority_drift``: the MAJORITY construction perturbed by a fixed sigma, its error on
+* ``ch5.drift``: the MAJORITY construction perturbed by a fixed sigma, its error on
   the two middle Hamming layers and its accuracy at N up to a few thousand (Conjecture 5.5);
 * ``ch5.k0_band``: where the census's fixed models are sensitive, by Hamming layer.
 """
@@ -363,7 +363,7 @@ def _drift_cost(c):       # CPU-s per (copy x string x position), measured at bo
 
 @torch.no_grad()
 def majority_drift_one(config: dict) -> dict:
-    """Experiment ``ch5.majority_drift``: ``P`` copies of the MAJORITY construction (float32,
+    """Experiment ``ch5.drift``: ``P`` copies of the MAJORITY construction (float32,
     eps = 0) perturbed uniformly by ``sigma`` (:func:`sensbook.perturb`, every parameter), at
     odd length ``N``: ``middle_error`` per copy, the error rate (margin 0) on ``n`` uniform
     strings of the two middle Hamming layers (N -+ 1)/2, and ``accuracy`` per copy on ``n``
@@ -451,7 +451,7 @@ register(Experiment("ch5.k0_growth", _k0_configs, "sensbook.experiments.ch5:k0_g
                     _k0_cost, doc="K_0(N) of a fixed set of random models"))
 register(Experiment("ch5.pf_map", _pf_configs, "sensbook.experiments.ch5:pf_map_one", _pf_cost,
                     doc="the parameter-function map P(f) at N = 3, 4, 5"))
-register(Experiment("ch5.majority_drift", _drift_configs,
+register(Experiment("ch5.drift", _drift_configs,
                     "sensbook.experiments.ch5:majority_drift_one", _drift_cost,
                     doc="MAJORITY perturbed by a fixed sigma: middle-layer error, accuracy"))
 register(Experiment("ch5.k0_band", _band_configs, "sensbook.experiments.ch5:k0_band_one",

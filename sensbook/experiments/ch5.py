@@ -24,8 +24,9 @@ from ..volume import (FunctionCensus, affine_class, basin_curve, parameter_funct
 from . import Experiment, pick, register
 
 # Sizes per scale in one place; the chapters print them. ``book`` fits chapter 5's budget of
-# 420 CPU-seconds (one thread) for all four experiments (measured: 310 s on one book run;
-# predicted by the cost models: about 310 s); ``paper`` is for a GPU.
+# 420 CPU-seconds (one thread) for all six experiments (measured: 310 s on one book run for
+# the first four, predicted about 340 s; ``ch5.drift`` and ``ch5.k0_band`` measured 2 s and
+# 44 s, predicted 3 s and 60 s); ``paper`` is for a GPU.
 
 SIZES = {
     "exact": dict(ci=dict(N_exh=10, N_big=100, n_big=500),

@@ -35,7 +35,8 @@ from .geometry import (Recognition, blowup_bound, danger_center, distinct_functi
                        layer_norm_variances, lipschitz_theta, output_table, power_slope_interval,
                        random_strings, recognition, small_ball_cdf, small_ball_exponent,
                        with_flips)
-from .hinge import flip_hinge, flip_sensitivity, lemma29_ratio, maximise_influence
+from .hinge import (flip_hinge, flip_sensitivity, lemma29_ratio, lemma29_slope,
+                    maximise_influence)
 from .model import INITS, Recognizer, Trace, blowup, num_parameters, positional_features
 from .profile import (ACCEPT, NONFINITE, REJECT, UNDECIDED, Profile, classify, profile_from_table,
                       random_function_profiles, rounding_margin, sampled_profile,
@@ -51,7 +52,7 @@ from .train import target as target_function
 from .volume import (Agreement, FunctionCensus, affine_class, agreement, basin_curve,
                      census_from_ids, critical_sigma, fit_power, ids_to_tables,
                      parameter_function_map, perturb, table_ids, theorem45_applies, theorem45_bound,
-                     theorem45_exponent, wilson_interval)
+                     theorem45_exponent, t_quantile, wilson_interval)
 from .fourier import (closed_form_weights, random_function_weights, spectral_weights,
                       total_influence, walsh_hadamard)
 from .controls import ARCHS as CONTROL_ARCHS

@@ -9,6 +9,8 @@ that hinge for populations of :class:`sensbook.Recognizer` models:
   beta(x) beta(x xor e_i) of Lemma 2.9, in one traced pass;
 * :func:`lemma29_ratio`: N |Delta T_i| / (beta(x) beta(x xor e_i)), whose supremum is the
   constant C of Lemma 2.9;
+* :func:`lemma29_slope`: Lemma 2.9 as a relation: the log-log slope of N |Delta T_i| on
+  beta(x) beta(x xor e_i) (least squares, or of an upper quantile), with a bootstrap interval;
 * :func:`flip_sensitivity`: the number of flipped bits whose label (margin xi) differs from
   that of x (the sensitivity of x restricted to those bits);
 * :func:`maximise_influence`: the worst case over theta in a box of the largest flip,
@@ -24,7 +26,8 @@ from .geometry import ascend_in_box, check_bits, with_flips
 from .model import Recognizer
 from .profile import ACCEPT, REJECT, classify
 
-__all__ = ["flip_hinge", "lemma29_ratio", "flip_sensitivity", "maximise_influence"]
+__all__ = ["flip_hinge", "lemma29_ratio", "lemma29_slope", "flip_sensitivity",
+           "maximise_influence"]
 
 
 def _check_model(model):
@@ -81,6 +84,55 @@ def lemma29_ratio(N: int, dT, beta_pair) -> np.ndarray:
     if not np.isfinite(dT).all():
         raise ValueError("dT must be finite (a NaN output is never a flip size)")
     return np.where(np.isfinite(bp), N * dT / bp, 0.0)
+
+
+def lemma29_slope(n_dT, beta_pair, *, q: float | None = None, bins: int = 10,
+                  n_boot: int = 400, level: float = 0.95, seed: int = 0) -> tuple:
+    """Lemma 2.9 as a relation: the slope of log N |Delta T_i| on log beta(x) beta(x xor e_i).
+
+    Lemma 2.9 bounds a flip by C beta beta' / N: the upper envelope of log N |Delta T| can
+    rise at most with slope 1 in log beta beta' (a slope below 1 means large blowups buy less
+    than the bound allows). ``n_dT``, ``beta_pair``: (P, k), P models (or points of a ball)
+    and k flips each. ``q=None``: the least-squares slope over all flips; ``q`` in (0, 1): the
+    slope of the envelope: the flips are cut into ``bins`` equal-count bins of log beta beta',
+    and the ``q``-quantile of log N |Delta T| in each bin is fitted against the bin's median
+    log beta beta'. Rows (models) are resampled with replacement (their k flips stay
+    together); the interval is the central ``level`` range of the refitted slopes. Flips
+    with a non-finite blowup or N |Delta T| = 0 are left out. Returns (slope, lo, hi)."""
+    y = np.asarray(n_dT, dtype=float)
+    b = np.asarray(beta_pair, dtype=float)
+    if y.ndim != 2 or y.shape != b.shape:
+        raise ValueError(f"n_dT and beta_pair must be (P, k) arrays of one shape, got "
+                         f"{y.shape} and {b.shape}")
+    if q is not None and not 0 < q < 1:
+        raise ValueError(f"q must be None (least squares) or in (0, 1), got {q!r}")
+    if isinstance(bins, bool) or not isinstance(bins, int) or bins < 2:
+        raise ValueError(f"bins must be an integer >= 2, got {bins!r}")
+    if not 0 < level < 1:
+        raise ValueError(f"level must be in (0, 1), got {level!r}")
+    ok = np.isfinite(b) & (b > 0) & np.isfinite(y) & (y > 0)
+    if ok.sum() < 2 * bins:
+        raise ValueError(f"need at least {2 * bins} flips with a finite blowup and a nonzero "
+                         f"flip, got {int(ok.sum())}")
+
+    def ls(u, v):
+        u = u - u.mean()
+        return float(u @ (v - v.mean()) / (u @ u))
+
+    def slope(rows):
+        lx, ly = np.log(b[rows][ok[rows]]), np.log(y[rows][ok[rows]])
+        if q is None:
+            return ls(lx, ly)
+        order = np.argsort(lx)
+        parts = np.array_split(order, bins)
+        return ls(np.array([np.median(lx[p]) for p in parts]),
+                  np.array([np.quantile(ly[p], q) for p in parts]))
+
+    g = np.random.default_rng(seed)
+    P = len(y)
+    boot = [slope(g.integers(0, P, P)) for _ in range(int(n_boot))]
+    lo, hi = np.quantile(boot, [(1 - level) / 2, (1 + level) / 2])
+    return float(slope(np.arange(P))), float(lo), float(hi)
 
 
 def flip_sensitivity(T, T_flip, margin: float = 0.0) -> torch.Tensor:

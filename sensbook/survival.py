@@ -57,9 +57,10 @@ def kaplan_meier(times, observed, z: float = 1.96) -> dict:
     by the data, only bounded below by the last time).
     """
     t, d = _times(times, observed)
-    ev = np.unique(t[d])
-    at_risk = np.array([(t >= u).sum() for u in ev], dtype=float)
-    events = np.array([((t == u) & d).sum() for u in ev], dtype=float)
+    # O(n log n): the at-risk count n_i = #{t >= t_i} from one sort and a binary search
+    ev, events = np.unique(t[d], return_counts=True)
+    events = events.astype(float)
+    at_risk = (len(t) - np.searchsorted(np.sort(t), ev, side="left")).astype(float)
     S = np.cumprod(1 - events / at_risk)
     with np.errstate(divide="ignore", invalid="ignore"):
         terms = np.where(at_risk > events, events / (at_risk * (at_risk - events)), np.inf)
@@ -71,9 +72,21 @@ def kaplan_meier(times, observed, z: float = 1.96) -> dict:
                 last=float(t.max()))
 
 
-def km_median(t, S) -> float:
-    """The smallest event time at which the Kaplan-Meier curve is <= 1/2 (inf if none)."""
-    below = np.flatnonzero(np.asarray(S) <= 0.5)
+MEDIAN_TOL = 1e-9
+
+
+def km_median(t, S, tol: float = MEDIAN_TOL) -> float:
+    """The smallest event time at which the Kaplan-Meier curve is <= 1/2 (inf if none).
+
+    S is a floating-point product: where the exact curve is 1/2 (n uncensored times, n even;
+    24 seeds of which 12 learned) ``np.cumprod`` can give 0.5000000000000013, and a strict
+    comparison would return the *next* event time (or inf). So S <= 1/2 + ``tol`` counts as
+    reaching 1/2: the product's rounding is a few ulps per factor (about 1e-12 after
+    thousands of factors), far below ``tol``; a curve that truly ends within ``tol`` above 1/2
+    is read as reaching it."""
+    if not 0 <= tol < 0.5:
+        raise ValueError(f"tol must be in [0, 0.5), got {tol!r}")
+    below = np.flatnonzero(np.asarray(S) <= 0.5 + tol)
     return float(np.asarray(t)[below[0]]) if below.size else math.inf
 
 
@@ -94,10 +107,19 @@ def _logpdf_logsf(z, dist):
     return logpdf, logsf
 
 
-def aft_loglik(params, x, y, observed, dist: str = "log-normal"):
+def _logcdf(z, dist):
+    """log Pr[e <= z] of the standardised error (torch, float64)."""
+    if dist == "log-normal":
+        return torch.special.log_ndtr(z)
+    return torch.log(-torch.expm1(-torch.exp(z)))         # 1 - exp(-e^z)
+
+
+def aft_loglik(params, x, y, observed, dist: str = "log-normal", ylow=None):
     """Log-likelihood of log2 T = a + b x + sigma e at ``params`` = (a, b, log sigma): the sum
     over observed times of log density of y = log2 T, plus over censored ones of log Pr[Y > y]
-    (a float64 torch scalar, differentiable in ``params``)."""
+    (a float64 torch scalar, differentiable in ``params``). With ``ylow`` (log2 of the last
+    time the event was known *not* to have happened, -inf for none) an observed time is
+    interval-censored: it contributes log(F(y) - F(ylow)) instead of the density."""
     _check_dist(dist)
     a, b, log_s = params[0], params[1], params[2]
     x = torch.as_tensor(x, dtype=torch.float64)
@@ -105,10 +127,28 @@ def aft_loglik(params, x, y, observed, dist: str = "log-normal"):
     obs = torch.as_tensor(observed, dtype=torch.bool)
     z = (y - a - b * x) / torch.exp(log_s)
     logpdf, logsf = _logpdf_logsf(z, dist)
-    return torch.where(obs, logpdf - log_s, logsf).sum()
+    if ylow is None:
+        return torch.where(obs, logpdf - log_s, logsf).sum()
+    yl = torch.as_tensor(ylow, dtype=torch.float64)[obs]
+    fin = torch.isfinite(yl)                               # lower = 0: log F(zu) alone
+    yl = torch.where(fin, yl, y[obs] - 1)                  # (a finite stand-in, unused)
+    zl = (yl - a - b * x[obs]) / torch.exp(log_s)
+    zu = z[obs]
+    # log(F(zu) - F(zl)) on the observed rows only, from whichever tail avoids cancellation:
+    # log S(zl) + log(1 - S(zu)/S(zl)) above the median, log F(zu) + log(1 - F(zl)/F(zu))
+    # below it (the other branch's value is never used, and its inputs are kept finite)
+    upper = (zu + zl) > 0
+    hi_u, hi_l = torch.where(upper, zu, 0.0), torch.where(upper, zl, -1.0)
+    lo_u, lo_l = torch.where(upper, 1.0, zu), torch.where(upper, 0.0, zl)
+    sf_u, sf_l = _logpdf_logsf(hi_u, dist)[1], _logpdf_logsf(hi_l, dist)[1]
+    cdf_u, cdf_l = _logcdf(lo_u, dist), _logcdf(lo_l, dist)
+    interval = torch.where(upper, sf_l + torch.log(-torch.expm1(sf_u - sf_l)),
+                           cdf_u + torch.log(-torch.expm1(cdf_l - cdf_u)))
+    interval = torch.where(fin, interval, _logcdf(torch.where(fin, 0.0, zu), dist))
+    return interval.sum() + logsf[~obs].sum()
 
 
-def _maximise(x, y, d, dist, fixed_b=None, start=None):
+def _maximise(x, y, d, dist, fixed_b=None, start=None, ylow=None):
     """(params, loglik) maximising the likelihood, with b held at ``fixed_b`` if given."""
     if start is None:
         A = np.stack([np.ones_like(x), x], 1)
@@ -128,25 +168,47 @@ def _maximise(x, y, d, dist, fixed_b=None, start=None):
 
     def closure():
         opt.zero_grad()
-        nll = -aft_loglik(full(), x, y, d, dist)
+        nll = -aft_loglik(full(), x, y, d, dist, ylow)
         nll.backward()
         return nll
 
     opt.step(closure)
     with torch.no_grad():
         theta = full()
-        ll = float(aft_loglik(theta, x, y, d, dist))
+        ll = float(aft_loglik(theta, x, y, d, dist, ylow))
     return theta.numpy().copy(), ll
 
 
-def fit_aft(x, times, observed, dist: str = "log-normal") -> dict:
+def _lower(lower, t, d):
+    """log2 of the interval-censoring lower bounds (None: exact times): -inf where 0."""
+    if lower is None:
+        return None
+    lo = np.asarray(lower, dtype=float)
+    if lo.shape != t.shape or not np.isfinite(lo).all() or (lo < 0).any() \
+            or (lo[d] >= t[d]).any():
+        raise ValueError("lower must be finite, >= 0, of the shape of times, and below each "
+                         "observed time (the last check at which the event had not happened)")
+    with np.errstate(divide="ignore"):
+        return np.where(d, np.log2(lo), -np.inf)
+
+
+def fit_aft(x, times, observed, dist: str = "log-normal", lower=None) -> dict:
     """Maximum-likelihood fit of log2 T = a + b x + sigma e to right-censored times.
+
+    ``lower`` (optional, shape of ``times``): for an observed time, the last time at which
+    the event was known not to have happened (the previous check of an evaluation grid, 0 for
+    none): the event then lies in (lower, time] and contributes log(F(time) - F(lower))
+    instead of the density (interval censoring). Ignored for censored times.
 
     ``x`` (n,): the covariate (N, or log N); ``times``: steps to learn, or the budget where
     ``observed`` is False. Returns ``a``, ``b``, ``sigma``, ``loglik``, ``se_b`` (from the
     observed information: the inverse Hessian of -loglik), ``n``, ``censored``, ``dist``.
     With no censoring the log-normal fit is least squares (``sigma^2`` = mean squared
-    residual). A fit needs at least two distinct x among the observed times.
+    residual). A fit needs at least two distinct x among the observed times, and spread
+    about a line: where the observed log times lie exactly on a line in x (tied seeds at
+    each of two lengths, say) and no censored time pulls the line away, sigma's maximum-
+    likelihood estimate is 0 and the likelihood is unbounded; that is a ``ValueError``
+    naming what the data lack, never a fit with sigma ~ 0 and an arbitrary log-likelihood.
     """
     _check_dist(dist)
     t, d = _times(times, observed)
@@ -157,31 +219,47 @@ def fit_aft(x, times, observed, dist: str = "log-normal") -> dict:
         raise ValueError("fit_aft needs observed (uncensored) times at two or more distinct "
                          f"x, got x = {sorted(set(x[d].tolist()))}")
     y = np.log2(t)
-    theta, ll = _maximise(x, y, d, dist)
+    lack = ("the observed log2 times lie on a line in x (no spread: tied times at every x, "
+            "or one time at each of two x), so sigma's maximum-likelihood estimate is 0 and "
+            "the likelihood is unbounded; the data lack spread within a length (need at "
+            "least two different times at some x, or three x not on a line)")
+    A = np.stack([np.ones(d.sum()), x[d]], 1)
+    resid = y[d] - A @ np.linalg.lstsq(A, y[d], rcond=None)[0]
+    ylow = _lower(lower, t, d)
+    if ylow is None and d.all() and np.abs(resid).max() <= 1e-9 * (1 + np.abs(y).max()):
+        raise ValueError(f"fit_aft: {lack}")
+    theta, ll = _maximise(x, y, d, dist, ylow=ylow)
+    if not (math.isfinite(ll) and np.isfinite(theta).all()
+            and math.exp(theta[2]) > 1e-6 * (1 + np.ptp(y))):
+        raise ValueError(f"fit_aft: the fit did not converge to sigma > 0 "
+                         f"(sigma = {math.exp(min(theta[2], 700)):.3g}, loglik = {ll:.3g}): {lack}")
     p = torch.tensor(theta, dtype=torch.float64)
-    H = torch.autograd.functional.hessian(lambda q: -aft_loglik(q, x, y, d, dist), p)
+    H = torch.autograd.functional.hessian(lambda q: -aft_loglik(q, x, y, d, dist, ylow), p)
     cov = torch.linalg.pinv(H).numpy()
     return dict(a=float(theta[0]), b=float(theta[1]), sigma=float(math.exp(theta[2])),
                 loglik=ll, se_b=float(math.sqrt(max(cov[1, 1], 0.0))), n=len(t),
-                censored=int((~d).sum()), dist=dist, params=theta.tolist())
+                censored=int((~d).sum()), dist=dist, params=theta.tolist(),
+                interval_censored=ylow is not None)
 
 
 def profile_interval(x, times, observed, dist: str = "log-normal", level: float = 0.95,
-                     fit: dict | None = None) -> tuple:
+                     fit: dict | None = None, lower=None) -> tuple:
     """Profile-likelihood interval for b: the b with 2 (max loglik - max over (a, sigma) of
     loglik at b) <= the chi^2_1 quantile (only ``level`` = 0.95). A bound that is not reached
-    within 50 standard errors of the estimate is returned as -inf / inf."""
+    within 50 standard errors of the estimate is returned as -inf / inf. ``lower``: interval
+    censoring, as in :func:`fit_aft`."""
     if level != 0.95:
         raise ValueError(f"level must be 0.95, got {level!r}")
     t, d = _times(times, observed)
     x = np.asarray(x, dtype=float)
     y = np.log2(t)
-    fit = fit or fit_aft(x, t, d, dist)
+    ylow = _lower(lower, t, d)
+    fit = fit or fit_aft(x, t, d, dist, lower=lower)
     b0, ll0 = fit["b"], fit["loglik"]
     step = max(fit["se_b"], 1e-3)
     start = fit["params"]
-    gap = lambda b: 2 * (ll0 - _maximise(x, y, d, dist, fixed_b=b, start=start)[1]) \
-        - _CHI2_1_95
+    gap = lambda b: 2 * (ll0 - _maximise(x, y, d, dist, fixed_b=b, start=start,
+                                         ylow=ylow)[1]) - _CHI2_1_95
 
     def bound(sign):
         lo, hi = b0, b0 + sign * step
@@ -199,22 +277,34 @@ def profile_interval(x, times, observed, dist: str = "log-normal", level: float 
     return bound(-1), bound(+1)
 
 
-def heldout_loglik(Ns, times, observed, transform, dist: str = "log-normal") -> dict:
+def heldout_loglik(Ns, times, observed, transform, dist: str = "log-normal",
+                   lower=None) -> dict:
     """Leave-one-length-out predictive log-likelihood of log2 T = a + b g(N) + sigma e.
 
     For each distinct length N0: fit on the other lengths (:func:`fit_aft` with covariate
     ``transform(N)``) and add the log-likelihood of the seeds at N0 under that fit (density
     for learned seeds, survival for censored ones). Returns ``total`` and ``per_N``. Compare
     two transforms by their totals: the difference is a log-likelihood ratio on data neither
-    fit has seen.
+    fit has seen. ``lower``: interval censoring, as in :func:`fit_aft`.
     """
     Ns = np.asarray(Ns, dtype=float)
     t, d = _times(times, observed)
+    if Ns.shape != t.shape or not np.isfinite(Ns).all():
+        raise ValueError(f"Ns must be finite and of the shape of times {t.shape} (one length "
+                         f"per seed), got shape {Ns.shape}")
     g = np.asarray(transform(Ns), dtype=float)
+    ylow = _lower(lower, t, d)
+    lo = None if lower is None else np.asarray(lower, dtype=float)
     per = {}
     for N0 in np.unique(Ns):
         out = Ns == N0
-        fit = fit_aft(g[~out], t[~out], d[~out], dist)
+        try:
+            fit = fit_aft(g[~out], t[~out], d[~out], dist,
+                          lower=None if lo is None else lo[~out])
+        except ValueError as e:
+            raise ValueError(f"heldout_loglik: leaving out N = {N0:g}, the fit on the other "
+                             f"lengths fails: {e}") from None
         per[float(N0)] = float(aft_loglik(torch.tensor(fit["params"]), g[out],
-                                          np.log2(t[out]), d[out], dist))
+                                          np.log2(t[out]), d[out], dist,
+                                          None if ylow is None else ylow[out]))
     return dict(total=float(sum(per.values())), per_N=per)

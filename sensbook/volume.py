@@ -28,6 +28,7 @@ from .profile import classify, truth_table
 from .settings import progress as _progress
 
 __all__ = ["perturb", "Agreement", "agreement", "basin_curve", "critical_sigma", "fit_power",
+           "t_quantile",
            "affine_class", "table_ids", "ids_to_tables", "wilson_interval",
            "parameter_function_map", "census_from_ids", "FunctionCensus", "theorem45_bound",
            "theorem45_exponent", "theorem45_applies"]
@@ -172,8 +173,38 @@ def critical_sigma(sigmas, p_exact, level: float = 0.5) -> float:
     return float(np.exp(np.log(s[j - 1]) + t * (np.log(s[j]) - np.log(s[j - 1]))))
 
 
+def t_quantile(p: float, df: float) -> float:
+    """The p-quantile of Student's t with ``df`` degrees of freedom (numerical: Simpson's rule
+    on the density, then bisection; 1e-6 accurate). The 95% interval of a least-squares slope
+    from n points is b +- t_quantile(0.975, n - 2) se: with 4 points (2 degrees of freedom)
+    that is +- 4.30 se, not +- 1.96 se."""
+    if not 0 < p < 1:
+        raise ValueError(f"p must be in (0, 1), got {p!r}")
+    if not (isinstance(df, (int, float, np.integer, np.floating)) and df > 0
+            and np.isfinite(df)):
+        raise ValueError(f"df must be a finite number > 0, got {df!r}")
+    if p < 0.5:
+        return -t_quantile(1 - p, df)
+    logc = math.lgamma((df + 1) / 2) - math.lgamma(df / 2) - 0.5 * math.log(df * math.pi)
+
+    def cdf(t):                                   # 1/2 + integral of the density on [0, t]
+        u = np.linspace(0, t, 4001)
+        f = np.exp(logc - (df + 1) / 2 * np.log1p(u * u / df))
+        return 0.5 + (u[1] - u[0]) / 3 * (f[0] + f[-1] + 4 * f[1:-1:2].sum() + 2 * f[2:-1:2].sum())
+
+    hi = 1.0
+    while cdf(hi) < p:
+        hi *= 2
+    lo = 0.0
+    while hi - lo > 1e-7 * max(1.0, hi):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if cdf(mid) < p else (lo, mid)
+    return (lo + hi) / 2
+
+
 def fit_power(x, y):
-    """Least-squares fit log y = a + b log x: returns (b, stderr of b, a)."""
+    """Least-squares fit log y = a + b log x: returns (b, stderr of b, a). The stderr has
+    n - 2 degrees of freedom (n points): a 95% interval is b +- t_quantile(0.975, n - 2) se."""
     x, y = np.log(np.asarray(x, float)), np.log(np.asarray(y, float))
     if len(x) < 2 or x.shape != y.shape or not np.isfinite(y).all():
         raise ValueError("x and y must be equal-length, with >= 2 finite positive values")
@@ -198,6 +229,8 @@ def theorem45_exponent(D: int, n_norms: int) -> float:
     layer and position, i.e. one layer norm per layer: its L counts normalisations. So for a
     model with two layer norms per layer, as the book's post-LN recognizer, n = 2L: the same
     count Lemma 3.2's cap (1 + 1/sqrt(eps))^(2L) uses (:func:`sensbook.blowup_bound`).
+    This count is the book's reading: the paper's full text could not be consulted, only the
+    exponent (D - 1)/(2n) - 5 is known, so its exact hypotheses are unknown here.
     """
     for name, v in (("D", D), ("n_norms", n_norms)):
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
@@ -206,13 +239,18 @@ def theorem45_exponent(D: int, n_norms: int) -> float:
 
 
 def theorem45_applies(D: int, n_norms: int) -> bool:
-    """Theorem 4.5's width condition: its exponent is positive iff D >= 10 n + 2."""
+    """The book's reading of Theorem 4.5's width condition, D >= 10 n + 2: the D at which its
+    exponent (:func:`theorem45_exponent`) is positive. Whether the paper states a width
+    hypothesis at all is unknown here (its full text could not be consulted); without one, the
+    bound K_0 >= N^a still forces K_0 >= 1 (an integer) for a <= 0."""
     return theorem45_exponent(D, n_norms) > 0
 
 
 def theorem45_bound(N, D: int, n_norms: int):
     """N^((D-1)/(2n) - 5): Theorem 4.5's lower bound on K_0 for a model with n layer norms
-    (:func:`theorem45_exponent`; constants unknown; asymptotic; with margin xi > 0, eps = 0)."""
+    (:func:`theorem45_exponent`; constants unknown; asymptotic; with margin xi > 0, eps = 0),
+    in its recognition form: for almost every theta at all large N, either some string is
+    undecided at margin xi or K_0 is at least this."""
     return np.asarray(N, float) ** theorem45_exponent(D, n_norms)
 
 

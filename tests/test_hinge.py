@@ -107,3 +107,25 @@ def test_flip_hinge_of_no_strings_is_empty_and_min_margin_of_none_an_error():
     assert torch.equal(a, sb.flip_hinge(m, x, bits=torch.tensor([0, 4]))["dT"])
     with pytest.raises(ValueError, match="at least one string"):
         sb.min_margin(m, torch.zeros(0, 5))
+
+
+def test_lemma29_slope_recovers_a_known_power_and_its_envelope():
+    # flips N |dT| = c (beta beta')^s U: least squares finds s (log U has mean -1 for U
+    # uniform, a shift only), the 99% envelope the slope of the upper edge, s as well
+    from sensbook.hinge import lemma29_slope
+    rng = np.random.default_rng(0)
+    for s in (0.3, 0.7, 1.0):
+        bb = np.exp(rng.uniform(3, 11, (600, 8)))
+        y = 0.01 * bb**s * rng.uniform(0, 1, bb.shape)
+        ls, lo, hi = lemma29_slope(y, bb, n_boot=100)
+        assert lo < s < hi and abs(ls - s) < 0.03, (s, ls, lo, hi)
+        env = lemma29_slope(y, bb, q=0.99, n_boot=100)
+        assert abs(env[0] - s) < 0.05 and env[1] < s < env[2] + 0.02, (s, env)
+    # an envelope that bends (slope 1 below beta beta' = e^7, flat above): slope between
+    bb = np.exp(rng.uniform(3, 11, (600, 8)))
+    y = np.minimum(bb, np.exp(7)) * rng.uniform(0, 1, bb.shape)
+    assert 0.2 < lemma29_slope(y, bb, q=0.99, n_boot=50)[0] < 0.8
+    with pytest.raises(ValueError, match="q must be None"):
+        lemma29_slope(y, bb, q=1.5)
+    with pytest.raises(ValueError, match="one shape"):
+        lemma29_slope(y[:, :3], bb)

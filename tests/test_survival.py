@@ -132,3 +132,141 @@ def test_bad_input_raises():
         fit_aft([1, 2], [3, 4], np.array([True, True]), "gamma")
     with pytest.raises(ValueError, match="two or more distinct"):
         fit_aft([1, 1, 2], [3, 4, 5], np.array([True, True, False]))
+
+
+def exact_km_median(t, d):
+    """The Kaplan-Meier median in exact rational arithmetic (events before censorings)."""
+    from fractions import Fraction
+    S = Fraction(1)
+    for u in sorted(set(t[d].tolist())):
+        n_u = int((t >= u).sum())
+        S *= Fraction(n_u - int(((t == u) & d).sum()), n_u)
+        if S <= Fraction(1, 2):
+            return u
+    return math.inf
+
+
+def test_km_median_is_exact_where_the_curve_is_one_half():
+    # issue 30, 3 / issue 26, 6: n uncensored times, exact S = 1/2 after the (n/2)-th; the
+    # floating product is 0.5000000000000013 at n = 24 and a strict <= took the next time
+    t = np.arange(1, 25, dtype=float)
+    km = kaplan_meier(t, np.ones(24, bool))
+    assert km["S"][11] != 0.5 and km["median"] == 12.0          # the case that failed
+    # 24 seeds, 12 learned at distinct steps, 12 censored at the budget: median 12, not inf
+    d = np.arange(24) < 12
+    assert kaplan_meier(np.where(d, t, 100.0), d)["median"] == 12.0
+    # the probe's grid: every even n to 200 uncensored, and n seeds with k learned (k <= n)
+    wrong = []
+    for n in range(2, 201, 2):
+        tt = np.arange(1, n + 1, dtype=float)
+        if kaplan_meier(tt, np.ones(n, bool))["median"] != n // 2:
+            wrong.append((n, n))
+    rng = np.random.default_rng(3)
+    for n in range(2, 41):
+        for k in range(1, n + 1):
+            d = np.arange(n) < k
+            tt = np.where(d, np.arange(1, n + 1), 10 * n).astype(float)
+            tt[rng.random(n) < 0.3] = rng.integers(1, n + 1)       # ties and early censoring
+            d = d & (rng.random(n) < 0.9)
+            if not d.any():
+                continue
+            if kaplan_meier(tt, d)["median"] != exact_km_median(tt, d):
+                wrong.append((n, k))
+    assert not wrong, wrong
+
+
+def test_kaplan_meier_on_200000_distinct_times():
+    # issue 30, 10: the at-risk count was recomputed per event time (quadratic: hours here);
+    # one sort and a binary search give the closed form S_i = 1 - i/n at once
+    n = 200_000
+    t = np.random.default_rng(4).permutation(n) + 1.0
+    km = kaplan_meier(t, np.ones(n, bool))
+    np.testing.assert_allclose(km["S"], 1 - np.arange(1, n + 1) / n, atol=1e-9)
+    np.testing.assert_array_equal(km["at_risk"], n - np.arange(n))
+    assert km["median"] == n / 2
+    d = t % 3 != 0                                                 # a third censored
+    km = kaplan_meier(t, d)
+    some = np.arange(0, len(km["t"]), 997)                         # the plain count, sampled
+    np.testing.assert_array_equal(km["at_risk"][some], [(t >= u).sum() for u in km["t"][some]])
+    assert (km["events"] == 1).all() and len(km["t"]) == d.sum()
+
+
+@pytest.mark.parametrize("times", [np.repeat([100.0, 200.0, 400.0], 4),    # on a line in N
+                                   np.repeat([100.0, 150.0, 400.0], 4)])   # not on a line
+def test_degenerate_survival_data_get_an_error_naming_what_they_lack(times):
+    # issue 30, 15: tied seeds at three lengths; every held-out fit sees two lengths of tied
+    # times, which a line fits exactly (sigma -> 0): it raised a LinAlgError (SVD of inf)
+    N = np.repeat([5.0, 7.0, 9.0], 4)
+    obs = np.ones(12, bool)
+    with pytest.raises(ValueError, match="leaving out N = 5.*lack spread within a length"):
+        heldout_loglik(N, times, obs, lambda n: n)
+    if times[4] == 200.0:                       # exactly on a line: fit_aft itself refuses
+        with pytest.raises(ValueError, match="sigma's maximum-likelihood estimate is 0"):
+            fit_aft(N, times, obs)
+        obs[-1] = False                         # a censored seed below the line: still 0
+        with pytest.raises(ValueError, match="did not converge to sigma > 0"):
+            fit_aft(N, np.r_[times[:-1], 50.0], obs)
+        f = fit_aft(N, np.r_[times[:-1], 1000.0], obs)   # censored above the line: defined
+        assert f["sigma"] > 0.1 and math.isfinite(f["loglik"])
+    else:                                       # spread about the line: a defined fit
+        f = fit_aft(N, times, obs)
+        assert f["sigma"] > 0.05 and math.isfinite(f["se_b"])
+    with pytest.raises(ValueError, match="Ns must be .* of the shape of times"):
+        heldout_loglik(N[:-1], times, np.ones(12, bool), lambda n: n)
+
+
+def test_interval_censored_loglik_is_the_probability_of_the_interval():
+    # log(F(u) - F(l)) by the error function, for both laws, at arbitrary parameters
+    rng = np.random.default_rng(5)
+    x = rng.integers(3, 12, 30).astype(float)
+    u = 2 ** (1 + 0.3 * x + 0.5 * rng.standard_normal(30))
+    lo = u * rng.uniform(0.5, 0.95, 30)
+    lo[:3] = 0.0                                        # no earlier check: log F(u)
+    d = rng.random(30) < 0.8
+    a, b, s = 0.7, 0.25, 0.6
+    F = {"log-normal": lambda z: 0.5 * math.erfc(-z / math.sqrt(2)),
+         "weibull": lambda z: 1 - math.exp(-math.exp(z))}
+    for dist, cdf in F.items():
+        want = 0.0
+        for xi, ui, li, di in zip(x, u, lo, d):
+            zu = (math.log2(ui) - a - b * xi) / s
+            if di:
+                zl = -math.inf if li == 0 else (math.log2(li) - a - b * xi) / s
+                want += math.log(cdf(zu) - (0.0 if zl == -math.inf else cdf(zl)))
+            else:
+                want += math.log(1 - cdf(zu))
+        with np.errstate(divide="ignore"):
+            ylow = np.where(d, np.log2(lo), -np.inf)
+        got = aft_loglik(torch.tensor([a, b, math.log(s)], dtype=torch.float64), x,
+                         np.log2(u), d, dist, ylow)
+        assert float(got) == pytest.approx(want, rel=1e-9), dist
+        # finite gradients everywhere, no earlier check and deep tails included
+        for shift in (0.0, 40.0, -40.0):
+            q = torch.tensor([a + shift, b, math.log(s)], dtype=torch.float64,
+                             requires_grad=True)
+            ll = aft_loglik(q, x, np.log2(u), d, dist, ylow)
+            ll.backward()
+            assert torch.isfinite(q.grad).all() and torch.isfinite(ll), (dist, shift, ll)
+    # narrow intervals: the interval-censored fit tends to the exact-time fit
+    exact = fit_aft(x, u, d)
+    narrow = fit_aft(x, u, d, lower=u * (1 - 1e-7))
+    assert narrow["b"] == pytest.approx(exact["b"], abs=1e-4) and narrow["interval_censored"]
+    assert narrow["sigma"] == pytest.approx(exact["sigma"], rel=1e-3)
+    lo_i, hi_i = profile_interval(x, u, d, lower=u * (1 - 1e-7))
+    lo_e, hi_e = profile_interval(x, u, d, fit=exact)
+    assert lo_i == pytest.approx(lo_e, abs=1e-3) and hi_i == pytest.approx(hi_e, abs=1e-3)
+    with pytest.raises(ValueError, match="below each observed time"):
+        fit_aft(x, u, d, lower=u)
+    # an evaluation grid coarser than the spread: steps read off the grid move b, and the
+    # interval fit recovers the slope of the continuous times better than the exact-time fit
+    grid = 2.0 ** np.arange(0, 30)                      # checks at powers of 2 (very coarse)
+    xs = np.repeat(np.arange(4.0, 14.0), 40)
+    t = 2 ** (2 + 0.37 * xs + 0.3 * np.random.default_rng(6).standard_normal(len(xs)))
+    seen = grid[np.searchsorted(grid, t)]               # the first check at or after t
+    prev = seen / 2
+    obs = np.ones(len(xs), bool)
+    b_int = fit_aft(xs, seen, obs, lower=prev)["b"]
+    assert abs(b_int - 0.37) < 0.03, b_int
+    # held out with intervals: each length scored by the probability of its intervals (< 0)
+    h = heldout_loglik(xs[::8], seen[::8], obs[::8], lambda n: n, lower=prev[::8])
+    assert len(h["per_N"]) == 10 and all(-50 < v < 0 for v in h["per_N"].values()), h

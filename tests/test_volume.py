@@ -151,3 +151,18 @@ def test_theorem45_width_condition_counts_layer_norms():
 # ---- chapter 5's experiments ------------------------------------------------------------
 
 
+
+
+def test_t_quantile_against_closed_forms_and_tables():
+    # df = 1 (Cauchy): tan(pi (p - 1/2)); df = 2: t = (2p - 1) sqrt(2 / (1 - (2p - 1)^2))
+    import math
+    for p in (0.6, 0.9, 0.975, 0.995):
+        assert sb.t_quantile(p, 1) == pytest.approx(math.tan(math.pi * (p - 0.5)), rel=1e-5)
+        a = 2 * p - 1
+        assert sb.t_quantile(p, 2) == pytest.approx(a * math.sqrt(2 / (1 - a * a)), rel=1e-6)
+    assert sb.t_quantile(0.975, 2) == pytest.approx(4.302653, abs=1e-5)      # "+- 4.3 se"
+    assert sb.t_quantile(0.975, 10) == pytest.approx(2.228139, abs=1e-5)
+    assert sb.t_quantile(0.975, 1e6) == pytest.approx(1.959966, abs=1e-4)    # the normal
+    assert sb.t_quantile(0.025, 4) == pytest.approx(-sb.t_quantile(0.975, 4))
+    with pytest.raises(ValueError, match="df must be"):
+        sb.t_quantile(0.975, 0)

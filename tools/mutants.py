@@ -77,6 +77,12 @@ MUTANTS = (
            "hinge.py", "    model = _check_model(model)\n    x = torch.as_tensor(x).to(model.dtype)",
            "    model = _check_model(model)\n    model.eps = 0.0  # mutant\n"
            "    x = torch.as_tensor(x).to(model.dtype)", ("ch3_eps_positive",)),
+    Mutant("beta-sum-not-product", "the blowup beta sums the layer norms' factors tau instead "
+           "of multiplying them (Lemma 2.9)",
+           "model.py", "tau.prod(-1))", "tau.sum(-1))", ("ch4_eps_zero", "ch3_eps_positive")),
+    Mutant("beta-max-not-product", "the blowup beta is the largest layer norm's factor tau, "
+           "not the product over layer norms (Lemma 2.9)",
+           "model.py", "tau.prod(-1))", "tau.amax(-1))", ("ch4_eps_zero", "ch3_eps_positive")),
 )
 
 

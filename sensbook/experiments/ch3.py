@@ -12,7 +12,7 @@ import torch
 from ..constructions import first_hard_transformer, first_transformer, score_gap
 from ..geometry import (distinct_functions, flip_bits, lipschitz_theta, maximise_blowup,
                         random_strings, recognition)
-from ..hinge import flip_hinge, maximise_influence
+from ..hinge import flip_hinge, lemma29_ratio, maximise_influence
 from ..model import Recognizer
 from ..settings import device
 from . import Experiment, dec, enc, pick, register  # noqa: F401 (dec: for the chapter)
@@ -73,7 +73,9 @@ def worst_influence_one(c: dict) -> dict:
     theta in the box [-1, 1]^M at length ``c["N"]``: from the exact FIRST construction
     (``c["start"] == "FIRST"``) or from ``c["P"]`` uniform random points of the box.
     Returns per start: ``start`` and ``end``, max over all N bits of |T(x) - T(x xor e_i)|
-    before and after the search, and ``per_bit`` (P, N): each bit's |Delta T_i| before."""
+    before and after the search, ``per_bit`` (P, N): each bit's |Delta T_i| before, and
+    ``end_ratio``: max over the N bits of Lemma 2.9's ratio N |Delta T_i| / (beta(x)
+    beta(x xor e_i)) at the end, with the measured blowups (a lower bound on C)."""
     if c["start"] == "FIRST":
         m = first_transformer(eps=c["eps"], device=device())
     else:
@@ -83,7 +85,11 @@ def worst_influence_one(c: dict) -> dict:
     per_bit = flip_hinge(m, x, blowups=False)["dT"][:, 0].double().cpu().numpy()
     start, end = maximise_influence(m, x, flip_bits(c["N"], c["K"]), steps=c["steps"],
                                     lr=tuple(c["lr"]), box=1.0)
-    return {"start": enc(start), "end": enc(end), "per_bit": enc(per_bit)}
+    h = flip_hinge(m, x)
+    ratio = lemma29_ratio(c["N"], h["dT"][:, 0].double().cpu().numpy(),
+                          h["beta_pair"][:, 0].double().cpu().numpy()).max(-1)
+    return {"start": enc(start), "end": enc(end), "per_bit": enc(per_bit),
+            "end_ratio": enc(ratio)}
 
 
 def box_scan_one(c: dict) -> dict:

@@ -3,7 +3,10 @@
 * ``ch5.exact``: the PARITY/FIRST/MAJORITY constructions on every string, and at large N;
 * ``ch5.basin``: perturbed constructions, P(exact) and accuracy per noise scale sigma;
 * ``ch5.k0_growth``: K_0(N) of one fixed set of random models followed across N;
-* ``ch5.pf_map``: the parameter-function map P(f) at N = 3, 4, 5.
+* ``ch5.pf_map``: the parameter-function map P(f) at N = 3, 4, 5;
+* ``ch5.drift``: the MAJORITY construction perturbed by a fixed sigma, its error on
+  the two middle Hamming layers and its accuracy at N up to a few thousand (Conjecture 5.5);
+* ``ch5.k0_band``: where the census's fixed models are sensitive, by Hamming layer.
 """
 from __future__ import annotations
 
@@ -18,11 +21,12 @@ from ..model import Recognizer
 from ..profile import profile_from_table, sensitivity_profile, truth_table
 from ..settings import check_scale, device, scale as current_scale
 from ..volume import (FunctionCensus, affine_class, basin_curve, parameter_function_map)
-from . import Experiment, register
+from . import Experiment, pick, register
 
 # Sizes per scale in one place; the chapters print them. ``book`` fits chapter 5's budget of
-# 420 CPU-seconds (one thread) for all four experiments (measured: 310 s on one book run;
-# predicted by the cost models: about 310 s); ``paper`` is for a GPU.
+# 420 CPU-seconds (one thread) for all six experiments (measured: 310 s on one book run for
+# the first four, predicted about 340 s; ``ch5.drift`` and ``ch5.k0_band`` measured 2 s and
+# 44 s, predicted 3 s and 60 s); ``paper`` is for a GPU.
 
 SIZES = {
     "exact": dict(ci=dict(N_exh=10, N_big=100, n_big=500),
@@ -47,8 +51,8 @@ SIZES = {
                paper=dict(n_models=4_915_200, chunk=163_840)),
 }
 #: The random populations of the K_0 census: (D, L). Counting the 2L layer norms of the
-#: post-LN recognizer (:func:`sensbook.theorem45_exponent`), only (24, 1) satisfies Theorem
-#: 4.5's width condition D >= 10 (2L) + 2; the others are outside its hypothesis.
+#: post-LN recognizer (:func:`sensbook.theorem45_exponent`), only (24, 1) satisfies the
+#: book's reading of Theorem 4.5's width condition, D >= 10 (2L) + 2.
 K0_ARCHS = [(8, 1), (16, 1), (24, 1), (24, 2), (32, 2)]
 K0_MARGIN, K0_N0 = 0.01, 4          # margin of the census; the length that fixes the models
 #: The census is also run at this eps > 0 on the same theta, at the exhaustive lengths up to
@@ -360,6 +364,99 @@ def pf_merge(configs, results) -> dict:
     return out
 
 
+# ---- Conjecture 5.5 read to the end: MAJORITY under a fixed perturbation -------------------
+def _drift_configs(scale):
+    Ns, P, n = pick(scale, ci=([11, 51, 201, 801], 12, 48), book=([11, 51, 201, 801, 3201], 16, 64),
+                    paper=([11, 51, 201, 801, 3201, 12801], 64, 256))
+    return [dict(N=N, sigma=sg, P=P, n=n, seed=N) for sg in (1e-3, 1e-2) for N in Ns]
+
+
+def _drift_cost(c):       # CPU-s per (copy x string x position), measured at book (N <= 3201)
+    return 0.05 + 1.5e-7 * c["P"] * 2 * c["n"] * (c["N"] + 1)
+
+
+@torch.no_grad()
+def majority_drift_one(config: dict) -> dict:
+    """Experiment ``ch5.drift``: ``P`` copies of the MAJORITY construction (float32,
+    eps = 0) perturbed uniformly by ``sigma`` (:func:`sensbook.perturb`, every parameter), at
+    odd length ``N``: ``middle_error`` per copy, the error rate (margin 0) on ``n`` uniform
+    strings of the two middle Hamming layers (N -+ 1)/2, and ``accuracy`` per copy on ``n``
+    uniform strings of length N. NaN outputs count as errors (never as a label)."""
+    from ..volume import perturb
+    N, n = check_n(config["N"]), int(config["n"])
+    if N % 2 == 0:
+        raise ValueError(f"N={N}: MAJORITY is built for odd N only")
+    g = torch.Generator().manual_seed(int(config["seed"]))
+    ones = torch.randint(0, 2, (n,), generator=g) + (N - 1) // 2          # |x| = (N -+ 1)/2
+    mid = (torch.rand(n, N, generator=g).argsort(1) < ones[:, None]).float()
+    uni = torch.randint(0, 2, (n, N), generator=g).float()
+    pop = perturb(BUILDERS["MAJORITY"](device=device()), float(config["sigma"]), config["P"],
+                  seed=int(config["seed"]), dtype=torch.float32)
+    out = {}
+    for key, x in (("middle_error", mid), ("accuracy", uni)):
+        T = pop(x.to(pop.device)).cpu()
+        right = ((T > 0) == (2 * x.sum(1) > N)) & torch.isfinite(T)
+        out[key] = (1 - right.double().mean(1) if key == "middle_error"
+                    else right.double().mean(1)).tolist()
+    return out
+
+
+# ---- the census's meaning: where the fixed models are sensitive ----------------------------
+def _band_configs(scale):
+    Ns1, Ns2 = pick(scale, ci=([6, 8, 10], [6, 8, 10]), book=([8, 10, 12, 14, 16], [8, 10, 12]),
+                    paper=([8, 10, 12, 14, 16, 18], [8, 10, 12, 14, 16]))
+    s = sizes("k0", scale)
+    return [dict(D=D, L=L, P=s["P"], seed=100 * D + L, margin=K0_MARGIN, N0=K0_N0, N=N)
+            for D, L in K0_ARCHS for N in (Ns1 if L == 1 else Ns2)]
+
+
+def _band_cost(c):                 # the census's forward pass, plus the neighbour table
+    models = _K0_KEEP * c["P"]
+    return 0.1 + models * 2 ** c["N"] * (c["N"] + 1) * (
+        _K0_UNIT[c["L"]] * (1 + (c["N"] + 1) / 128) + 2.5e-7)
+
+
+@torch.no_grad()
+def k0_band_one(config: dict) -> dict:
+    """Experiment ``ch5.k0_band``: the census's fixed models (:func:`k0_fixed_models` of the
+    whole population) on all 2^N strings, by Hamming layer w = |x|. Per model:
+    ``layer_share``, the share of the variance of T over the strings explained by the layer
+    means (1: T is a function of |x|); ``sensitive`` (N+1,) the complete strings of s > 0
+    per layer; ``complete`` (N+1,) the complete strings per layer; ``layer_mean`` (N+1,) the
+    mean of T per layer. Labels with margin ``margin``; a string is complete when it and its
+    N neighbours are decided (undecided strings are never counted as a class)."""
+    N = check_n(config["N"])
+    P = config["P"]
+    pop = Recognizer.random(P, config["D"], config["L"], seed=config["seed"])
+    fixed = k0_fixed_models(dict(config, members=[0, P]), pop)
+    out = {"members": fixed, "layer_share": [], "sensitive": [], "complete": [],
+           "layer_mean": []}
+    if not fixed:
+        return out
+    sub = pop.select(fixed).to(device())
+    x = strings(N)
+    step = max(1, 2**20 // (N + 1) ** 2)
+    T = torch.cat([sub(x[a:a + step].to(sub.device)).cpu() for a in range(0, len(x), step)], 1)
+    T = T.double()
+    w = x.sum(1).long()
+    idx = torch.arange(2**N)
+    lab = torch.where(T >= config["margin"], 1, torch.where(T <= -config["margin"], 0, -1))
+    lab = lab.to(torch.int8)                      # (P, 2^N); -1 undecided (NaN included)
+    nbs = torch.stack([lab[:, idx ^ (1 << b)] for b in range(N)], -1)     # (P, 2^N, N)
+    complete = (lab >= 0) & (nbs >= 0).all(-1)
+    sens = complete & (nbs != lab.unsqueeze(-1)).any(-1)
+    onehot = torch.nn.functional.one_hot(w, N + 1).double()                 # (2^N, N+1)
+    size = onehot.sum(0)
+    mean = (T @ onehot) / size
+    fitted = mean[:, w]
+    var = T.var(1, unbiased=False)
+    out["layer_share"] = (1 - ((T - fitted) ** 2).mean(1) / var).tolist()
+    out["sensitive"] = (sens.double() @ onehot).long().tolist()
+    out["complete"] = (complete.double() @ onehot).long().tolist()
+    out["layer_mean"] = mean.tolist()
+    return out
+
+
 register(Experiment("ch5.exact", _exact_configs, "sensbook.experiments.ch5:exact_check",
                     _exact_cost, doc="the constructions on every string / at large N"))
 register(Experiment("ch5.basin", _basin_configs, "sensbook.experiments.ch5:basin_one", _basin_cost,
@@ -368,3 +465,8 @@ register(Experiment("ch5.k0_growth", _k0_configs, "sensbook.experiments.ch5:k0_g
                     _k0_cost, doc="K_0(N) of a fixed set of random models"))
 register(Experiment("ch5.pf_map", _pf_configs, "sensbook.experiments.ch5:pf_map_one", _pf_cost,
                     doc="the parameter-function map P(f) at N = 3, 4, 5"))
+register(Experiment("ch5.drift", _drift_configs,
+                    "sensbook.experiments.ch5:majority_drift_one", _drift_cost,
+                    doc="MAJORITY perturbed by a fixed sigma: middle-layer error, accuracy"))
+register(Experiment("ch5.k0_band", _band_configs, "sensbook.experiments.ch5:k0_band_one",
+                    _band_cost, doc="the census's fixed models: sensitivity by Hamming layer"))

@@ -24,7 +24,7 @@ from ..survival import fit_aft, heldout_loglik, kaplan_meier, profile_interval
 from ..train import (Protocol, _check_seeds, accuracy, curve_schedule, eval_schedule,
                      held_out_strings, init_population, learn, min_margin, target,
                      top_hessian_eigenvalue)
-from ..volume import basin_curve, critical_sigma
+from ..volume import basin_curve, critical_sigma, t_quantile
 from . import Experiment, register
 
 CONFIG_KEYS = ("target", "N", "seeds", "protocol", "criterion", "eval_every", "eval_growth",
@@ -302,6 +302,10 @@ def times(configs, results) -> list:
             row[when + "_strings"] = K.sum(1)
             row[when + "_accuracy"] = np.asarray(r[when]["accuracy"])
         row["accuracy_strings"] = int(r["accuracy_strings"])
+        # the check before each learned seed's step: it learned in (checked_before, step]
+        ev = np.asarray(r["eval_steps"], dtype=float)
+        row["checked_before"] = np.array([ev[ev < s].max(initial=0.0) if np.isfinite(s)
+                                          else 0.0 for s in t])
         row["exhaustive"] = row["N"] <= c["exhaustive_max"]
         row["margin"] = np.asarray(r["after"]["margin"])
         row["theta_norm"] = np.asarray(r["after"]["theta_norm"])
@@ -418,7 +422,10 @@ def _censored_data(rows, target_name):
     N = np.concatenate([np.full(r["seeds"], r["N"], dtype=float) for r in rs])
     t = np.concatenate([np.minimum(r["steps"], r["budget"]) for r in rs])
     d = np.concatenate([np.isfinite(r["steps"]) for r in rs])
-    return N, t, d
+    # rows without the evaluation grid (hand-made) are fitted with exact times
+    low = (np.concatenate([r["checked_before"] for r in rs])
+           if all("checked_before" in r for r in rs) else None)
+    return N, t, d, low
 
 
 def growth(rows, target_name: str, dist: str = "log-normal") -> dict:
@@ -426,18 +433,22 @@ def growth(rows, target_name: str, dist: str = "log-normal") -> dict:
     model log2 steps = a + b N + sigma e fitted by maximum likelihood
     (:func:`sensbook.survival.fit_aft`), b's 95% profile-likelihood interval, and the same
     model with log N in place of N (``slope_logN``). ``heldout`` (three lengths or more):
-    the leave-one-length-out predictive log-likelihood of each covariate (``N``, ``logN``)."""
-    N, t, d = _censored_data(rows, target_name)
-    fit = fit_aft(N, t, d, dist)
-    low, high = profile_interval(N, t, d, dist, fit=fit)
-    fit_log = fit_aft(np.log(N), t, d, dist)
+    the leave-one-length-out predictive log-likelihood of each covariate (``N``, ``logN``).
+    A learned seed is known only to have learned between two checks of the evaluation grid,
+    so its steps are interval-censored: it contributes log(F(step) - F(previous check));
+    ``slope_exact`` is b with the steps read as exact times, for comparison."""
+    N, t, d, low = _censored_data(rows, target_name)
+    fit = fit_aft(N, t, d, dist, lower=low)
+    low_b, high_b = profile_interval(N, t, d, dist, fit=fit, lower=low)
+    fit_log = fit_aft(np.log(N), t, d, dist, lower=low)
     held = None
     if len(np.unique(N)) >= 3:
-        held = {"N": heldout_loglik(N, t, d, lambda n: n, dist)["total"],
-                "logN": heldout_loglik(N, t, d, np.log, dist)["total"]}
-    return dict(target=target_name, dist=dist, slope=fit["b"], low=low, high=high,
+        held = {"N": heldout_loglik(N, t, d, lambda n: n, dist, lower=low)["total"],
+                "logN": heldout_loglik(N, t, d, np.log, dist, lower=low)["total"]}
+    return dict(target=target_name, dist=dist, slope=fit["b"], low=low_b, high=high_b,
                 sigma=fit["sigma"], a=fit["a"], slope_logN=fit_log["b"], heldout=held,
-                censored=int((~d).sum()), n=len(t))
+                censored=int((~d).sum()), n=len(t),
+                slope_exact=fit_aft(N, t, d, dist)["b"])
 
 
 def preferred_growth(fits, margin: float = 2.0) -> str:
@@ -458,7 +469,8 @@ def preferred_growth(fits, margin: float = 2.0) -> str:
 def log_slope(rows, target_name: str, key: str, *, n_boot: int = 2000, seed: int = 0) -> dict:
     """Least-squares slope of log2(``key``) against N over the seeds of ``target_name`` where
     ``key`` is finite (e.g. ``sharpness``, ``sigma99`` of learned seeds), with a 95% bootstrap
-    interval (seeds resampled within each N). Also the median per N."""
+    interval (seeds resampled within each N), and the t-interval of the least-squares slope
+    (``t_low``, ``t_high``, ``df`` = points - 2 degrees of freedom). Also the median per N."""
     rs = [r for r in rows if r["target"] == target_name]
     xs, ys = [], []
     for r in rs:
@@ -475,12 +487,23 @@ def log_slope(rows, target_name: str, key: str, *, n_boot: int = 2000, seed: int
     boot = [fit(np.concatenate(xs), np.concatenate([y[rng.integers(0, len(y), len(y))]
                                                     for y in ys])) for _ in range(n_boot)]
     lo, hi = np.quantile(boot, [0.025, 0.975])
+    # beside the bootstrap (narrow with a few seeds per length): the t-interval of the
+    # least-squares slope, n - 2 degrees of freedom
+    x, y = np.concatenate(xs), np.concatenate(ys)
+    df = len(x) - 2
+    t_half = math.nan
+    if df > 0:
+        resid = y - np.polyval(np.polyfit(x, y, 1), x)
+        se = math.sqrt(resid @ resid / df / ((x - x.mean()) @ (x - x.mean())))
+        t_half = t_quantile(0.975, df) * se
     return dict(slope=float(b), low=float(lo), high=float(hi),
+                t_low=float(b - t_half), t_high=float(b + t_half), df=df,
                 Ns=[int(x[0]) for x in xs], median=[float(2 ** np.median(y)) for y in ys])
 
 
 def table(rows) -> str:
-    """The results as an HTML table (for ``IPython.display.HTML``): one row per (target, N)."""
+    """The results as an HTML table (for ``IPython.display.HTML``): one row per (target, N),
+    with the Kaplan-Meier median of the steps to learn (:func:`survival`)."""
     head = ("target", "N", "learned within budget", "steps to learn: median [min, max]",
             "budget")
     cell = lambda v: f"<td>{v}</td>"
@@ -489,7 +512,8 @@ def table(rows) -> str:
     for r in rows:
         t = r["steps"]
         fin = t[np.isfinite(t)]
-        med = np.median(t)          # inf when more than half are censored
+        # the Kaplan-Meier median (inf when S stays above 1/2: more than half censored)
+        med = kaplan_meier(np.minimum(t, r["budget"]), np.isfinite(t))["median"]
         span = (f"{med:.0f}" if np.isfinite(med) else f"&gt; {r['budget']}") + (
             f" [{fin.min():.0f}, " + (f"{t.max():.0f}]" if np.isfinite(t.max()) else "censored]")
             if fin.size else "")

@@ -68,7 +68,8 @@ def test_chapter5_experiments_fit_their_book_budget():
     """All of chapter 5's experiments at book scale: at most 420 CPU-seconds (one thread)."""
     per = {n: e.predicted_seconds("book") for n, e in sb.registry().items()
            if e.chapter == "ch5"}
-    assert set(per) == {"ch5.exact", "ch5.basin", "ch5.k0_growth", "ch5.pf_map"}
+    assert set(per) == {"ch5.exact", "ch5.basin", "ch5.k0_growth", "ch5.pf_map", "ch5.drift",
+                        "ch5.k0_band"}
     assert sum(per.values()) <= 420, per
 
 

@@ -104,6 +104,17 @@ def test_growth_recovers_a_known_slope_and_uses_the_censored_seeds():
     assert ch6.growth([_row("A", N, np.minimum(true[N], budget), budget=budget)
                        for N in Ns], "A")["slope"] < g["low"]
     assert set(g["heldout"]) == {"N", "logN"}
+    # the same seeds seen only on a grid of checks (powers of 2): read as exact times the
+    # steps move b; as intervals (checked_before) the fit stays near the true 0.5
+    grid = 2.0 ** np.arange(0, 12)
+    coarse = []
+    for N in Ns:
+        seen = [grid[np.searchsorted(grid, s)] if s <= budget else None for s in true[N]]
+        r = _row("A", N, seen, budget=budget)
+        r["checked_before"] = np.array([s / 2 if s is not None else 0.0 for s in seen])
+        coarse.append(r)
+    gi = ch6.growth(coarse, "A")
+    assert gi["low"] < 0.5 < gi["high"] and gi["slope_exact"] != gi["slope"]
     with pytest.raises(ValueError, match="two lengths"):
         ch6.growth([_row("D", 4, [5, 6])], "D")
 

@@ -65,12 +65,12 @@ def test_basin_one_is_json_and_round_trips_to_basin_curve():
 
 
 def test_chapter5_experiments_fit_their_book_budget():
-    """All of chapter 5's experiments at book scale: at most 420 CPU-seconds (one thread)."""
+    """All of chapter 5's experiments at book scale: at most 440 CPU-seconds (one thread)."""
     per = {n: e.predicted_seconds("book") for n, e in sb.registry().items()
            if e.chapter == "ch5"}
     assert set(per) == {"ch5.exact", "ch5.basin", "ch5.k0_growth", "ch5.pf_map", "ch5.drift",
                         "ch5.k0_band"}
-    assert sum(per.values()) <= 420, per
+    assert sum(per.values()) <= 440, per
 
 
 def test_ch5_sizes_reject_unknown_names():

@@ -290,7 +290,7 @@ def test_parity_sigma_star_interpolates_chapter5_in_log_log(monkeypatch):
     Ns5 = sb.experiments.ch5.basin_lengths("PARITY", "ci")
     sig = sb.experiments.ch5.basin_sigmas("ci")
     star = {N: 0.5 * N ** -1.0 for N in Ns5}
-    p = {N: np.where(sig < star[N], 1.0, 0.0) for N in Ns5}
+    p = {N: np.exp(-(sig / star[N]) ** 2) for N in Ns5}
     monkeypatch.setattr(ch6, "run_experiment", lambda *a, **k: None)
     monkeypatch.setattr(ch6.ch5, "basin_merge", lambda c, r: {
         ("uniform", "PARITY", N): dict(p_exact=p[N]) for N in Ns5})

@@ -2,7 +2,7 @@
 PY ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed-$(shell cat requirements.txt pyproject.toml | cksum | cut -d' ' -f1)
+STAMP := $(VENV)/.installed-$(shell cat requirements.txt constraints.txt pyproject.toml | cksum | cut -d' ' -f1)
 NBVAL := --nbval-lax --nbval-current-env --nbval-cell-timeout=1800 --ignore-glob='*.ipynb'
 JOBS ?= 2
 # Kernels and tests import sensbook from this checkout, whatever the editable install points at.
@@ -14,9 +14,10 @@ export PYTHONPATH := $(CURDIR)
 CHROMIUM ?= /usr/bin/chromium
 export SENSBOOK_CHROMIUM := $(CHROMIUM)
 setup: $(STAMP)
-$(STAMP): requirements.txt pyproject.toml
+# constraints.txt: the one resolution the book is built and tested with (package ranges stay loose)
+$(STAMP): requirements.txt constraints.txt pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
-	$(BIN)/pip install -q --disable-pip-version-check -r requirements.txt > $(VENV)/pip.log 2>&1 \
+	$(BIN)/pip install -q --disable-pip-version-check -c constraints.txt -r requirements.txt > $(VENV)/pip.log 2>&1 \
 	  || (cat $(VENV)/pip.log; exit 1)
 	rm -f $(VENV)/.installed-*; touch $@
 

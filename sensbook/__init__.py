@@ -4,7 +4,8 @@ Companion package of the executable book following Kövér, Butoi, Svete, Hahn &
 "Understanding the Parameter Space Geometry of Transformers Encoding Boolean Functions"
 (ICML 2026). The folders are the architecture:
 
-* instruments (this folder), in the order the book uses them: ``boolean`` (Boolean functions
+* instruments (this folder), in the order the book uses them: ``adapters`` (a researcher's
+  torch, Hugging Face or scikit-learn model as a classifier), ``boolean`` (Boolean functions
   with exact sensitivity profiles), ``profile`` (the profiler for any batched Boolean
   classifier), ``model`` (the transformer recognizer, P models at once), ``geometry`` (eps > 0
   and eps = 0: blowup, influence, small-ball law), ``hinge`` (Lemma 2.9 and Cor. 4.3 measured;
@@ -12,6 +13,7 @@ Companion package of the executable book following Kövér, Butoi, Svete, Hahn &
   MAJORITY transformers), ``volume`` (basins, census, the parameter-function map), ``train``
   (population training, sharpness), ``survival`` (censored steps to learn:
   Kaplan-Meier, accelerated-failure-time fits), ``fourier`` and ``controls`` (Walsh spectra; other architectures);
+  ``pages`` (the figure style and explorers that answer on the published page);
   ``settings`` at the bottom (scale, device, progress bars), imported by all;
 * ``experiments/``: each chapter's sizes, runners and cost models (``ch1`` ... ``ch7``) and
   :func:`run_experiment`, which the chapters call;
@@ -20,6 +22,7 @@ Companion package of the executable book following Kövér, Butoi, Svete, Hahn &
 
 Instruments import neither ``experiments`` nor ``runtime``.
 """
+from .adapters import SklearnClassifier, TorchClassifier, measure_peak_bytes
 from .boolean import (FIRST, MAJORITY, MAX_EXHAUSTIVE_N, PARITY, BooleanFunction, Constant,
                       Dictator, Majority, Parity, TruthTable, index_to_strings, poisson_tv_bound,
                       random_function, random_function_expected_profile, sparse_majority,
@@ -37,6 +40,7 @@ from .profile import (ACCEPT, NONFINITE, REJECT, UNDECIDED, Profile, classify, p
                       random_function_profiles, rounding_margin, sampled_profile,
                       sensitivity_profile, truth_table, zero_sensitivity_count)
 from .survival import fit_aft, heldout_loglik, kaplan_meier, profile_interval
+from .pages import STYLE, explore, use_style
 from .settings import SCALES, check_device, device, pick, progress, scale, set_scale
 from .settings import VERSION as __version__
 from .train import (Protocol, accuracy, curve_schedule, eval_schedule, gradient_signal,

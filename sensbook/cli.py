@@ -161,7 +161,11 @@ def main(argv=None) -> int:
               "--workers 2 takes about half of that in wall time")
         return 0
     if args.command == "calibrate":
-        return _calibrate(exps, args.out)
+        try:
+            return _calibrate(exps, args.out)
+        except OSError as e:                 # a store that cannot be written: one line
+            print(f"sensbook: {e}", file=sys.stderr)
+            return 1
     if args.workers < 1:
         print("sensbook: --workers must be >= 1", file=sys.stderr)
         return 2
@@ -186,6 +190,9 @@ def main(argv=None) -> int:
         return 2
     try:
         return _sweep(args, exps, scale, out, workers, devices, executor)
+    except OSError as e:                     # a store that cannot be written: one line
+        print(f"sensbook: {e}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         stored = total = 0
         for e in exps:
@@ -209,6 +216,10 @@ def _calibrate(exps, keep=None) -> int:
     from .runtime.store import Store, canonical
     from .runtime.sweep import run_sweep
 
+    if keep is not None:                     # before computing anything
+        for e in exps:
+            sw = e.sweep("ci")
+            Store(keep, sw.name, sw.version).check_writable()
     for e in exps:
         sw = e.sweep("ci")
         for c in sw.configs:
@@ -242,7 +253,8 @@ def _sweep(args, exps, scale, out, workers, devices, executor) -> int:
         print(f"results in {out}")
         return 0
     failed, first = 0, {}
-    if executor is not None and executor.wait and not args.status and len(exps) > 1:
+    if executor is not None and executor.wait and not args.status and len(exps) > 1 \
+            and executor.kind == "slurm":    # local jobs: one experiment's waves at a time
         executor.wait = False      # submit every experiment's job array first, then wait for all
         for e in exps:
             _, st = run_sweep(e.sweep(scale), out, progress=False, executor=executor)
@@ -272,6 +284,9 @@ def _sweep(args, exps, scale, out, workers, devices, executor) -> int:
         if executor is not None and (executor.submitted or executor.in_flight):
             line += (f" ({len(executor.submitted)} jobs submitted, {len(executor.in_flight)} "
                      f"already queued or running" + ("; see --status)" if args.no_wait else ")"))
+        if executor is not None and executor.deferred:
+            line += (f"; {len(executor.deferred)} not submitted (no more local jobs at once than "
+                     "this machine holds): run the same command again when these finish")
         print(line)
     return 1 if failed else 0
 

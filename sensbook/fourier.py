@@ -52,7 +52,7 @@ def walsh_hadamard(table) -> torch.Tensor:
     """The unnormalised spectrum c[S] = sum_x (-1)^(f(x) + sum_{i in S} x_i), which is
     2^N f^(S).
 
-    ``table``: labels 0/1 of shape (*pop, 2^N) (e.g. :func:`sensbook.truth_table`).
+    ``table``: labels 0/1 of shape ``(*pop, 2^N)`` (e.g. :func:`sensbook.truth_table`).
     Returns int32 of the same shape on the same device: the fast transform, N butterfly
     passes of O(2^N) each.
     """
@@ -76,7 +76,7 @@ def degrees(N: int, *, device=None) -> torch.Tensor:
 
 
 def spectral_weights(table) -> torch.Tensor:
-    """W_k(f) = sum_{|S|=k} f^(S)^2 for k = 0..N: float64 (*pop, N+1), rows sum to 1.
+    """``W_k(f) = sum_{|S|=k} f^(S)^2`` for k = 0..N: float64 ``(*pop, N+1)``, rows sum to 1.
 
     Exact: the squares are summed as integers and divided by 4^N (a power of two).
     """

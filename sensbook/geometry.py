@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .boolean import check_n, index_to_strings
+from .boolean import check_n, check_real, check_strings, index_to_strings
 from .model import Recognizer, blowup, positional_features
 from .profile import ACCEPT, REJECT, classify
 from .settings import progress as _progress
@@ -55,9 +55,25 @@ __all__ = [
 def _check_model(model):
     if not isinstance(model, Recognizer):
         raise ValueError(
-            f"model must be a sensbook.Recognizer, got {type(model).__name__}"
+            f"model must be a sensbook.Recognizer, got {type(model).__name__}: this "
+            "instrument reads the recognizer's parameters or layer norms; for any classifier "
+            "use sb.flip_influence, sb.output_table or sb.sensitivity_profile"
         )
     return model
+
+
+def _outputs(model, x) -> torch.Tensor:
+    """T of any classifier (a Recognizer, a :class:`sensbook.TorchClassifier`, a callable) on
+    ``x`` (B, N), as (P, B) (P = 1 for a single model)."""
+    if not callable(model):
+        raise ValueError(f"model must be a classifier (a callable on strings (B, N)), got "
+                        f"{type(model).__name__}")
+    dtype = getattr(model, "dtype", torch.float32)
+    T = model(x.to(dtype if isinstance(dtype, torch.dtype) else torch.float32))
+    if not isinstance(T, torch.Tensor) or T.shape[-1] != x.shape[0]:
+        raise ValueError(f"model must return scores of shape (B,) or (P, B) for B={x.shape[0]} "
+                         "strings (wrap a torch model in sb.TorchClassifier)")
+    return T.reshape(-1, x.shape[0])
 
 
 def _check_int(name, v, lo=1):
@@ -114,17 +130,34 @@ def flip_bits(N: int, k: int) -> torch.Tensor:
     return torch.unique(torch.cat([base, base + 1, torch.tensor([0, N - 1])]))
 
 
+def check_bits(bits, N: int, argument: str = "bits") -> torch.Tensor:
+    """Bit positions as a 1-d int64 tensor: integers in 0..N-1 (0-based columns), from a
+    list, an array or an integer tensor. A boolean mask, floats (``1.7``) or positions
+    out of range are an error naming ``argument``, never rounded or read as 0/1 positions."""
+    allowed = f"a 1-d collection of integer positions in 0..{N - 1}"
+    try:
+        b = bits if isinstance(bits, torch.Tensor) else torch.as_tensor(np.asarray(bits))
+    except (TypeError, ValueError, RuntimeError):
+        raise TypeError(f"{argument} must be {allowed}, got {bits!r}") from None
+    if b.numel() == 0 and b.dim() == 1:
+        return b.to(torch.long)
+    if b.dtype == torch.bool or b.is_floating_point() or b.is_complex():
+        raise TypeError(f"{argument} must be {allowed} (not a mask, not floats); got "
+                        f"dtype {b.dtype}")
+    if b.dim() != 1 or b.min() < 0 or b.max() >= N:
+        raise ValueError(f"{argument} must be {allowed}; got {b.tolist()!r}"[:300])
+    return b.to(torch.long)
+
+
 def with_flips(x: torch.Tensor, bits: torch.Tensor) -> torch.Tensor:
-    """(B, 1 + k, N): each string x followed by x xor e_i for each i in ``bits``."""
+    """(B, 1 + k, N): each string x followed by x xor e_i for each i in ``bits``.
+
+    ``x``: 0/1 strings (:func:`sensbook.check_strings`; a 2 or a -1 is an error, never
+    reduced mod 2); ``bits``: positions (:func:`check_bits`)."""
+    x = check_strings(x)
     if x.dim() != 2:
         raise ValueError(f"x must have shape (B, N), got {tuple(x.shape)}")
-    bits = torch.as_tensor(bits, dtype=torch.long)
-    if bits.dim() != 1 or (
-        bits.numel() and (bits.min() < 0 or bits.max() >= x.shape[1])
-    ):
-        raise ValueError(
-            f"bits must be a 1-d tensor of positions in 0..{x.shape[1] - 1}"
-        )
+    bits = check_bits(bits, x.shape[1])
     B, N = x.shape
     flips = torch.zeros(len(bits) + 1, N, dtype=x.dtype)
     flips[torch.arange(1, len(bits) + 1), bits] = 1
@@ -135,14 +168,14 @@ def with_flips(x: torch.Tensor, bits: torch.Tensor) -> torch.Tensor:
 def flip_influence(
     model: Recognizer, x: torch.Tensor, bits=None, *, chunk: int = 64
 ) -> torch.Tensor:
-    """|T(theta, x) - T(theta, x xor e_i)| for each model, string and bit: shape (P, B,
+    """``|T(theta, x) - T(theta, x xor e_i)|`` for each model, string and bit: shape (P, B,
     k).
 
     Lemma 2.9 bounds it by C beta(x) beta(x xor e_i) / N; with eps > 0 the blowups are
     bounded (Lemma 3.2) so it is O(1/N) (Cor. 3.3). ``bits``: positions (default all N);
-    strings are evaluated ``chunk`` at a time (each with its k flips).
+    strings are evaluated ``chunk`` at a time (each with its k flips). ``model``: a
+    Recognizer or any classifier returning scores (B,) or (P, B) (P = 1 for a single model).
     """
-    model = _check_model(model)
     x = torch.as_tensor(x).float()
     if x.dim() != 2:
         raise ValueError(f"x must have shape (B, N), got {tuple(x.shape)}")
@@ -152,7 +185,7 @@ def flip_influence(
     for a in range(0, x.shape[0], chunk):
         xs = with_flips(x[a : a + chunk], bits)  # (b, 1+k, N)
         b, k1, N = xs.shape
-        T = model(xs.reshape(b * k1, N)).reshape(model.P, b, k1)
+        T = _outputs(model, xs.reshape(b * k1, N)).reshape(-1, b, k1)
         out.append((T[..., 1:] - T[..., :1]).abs())
     return torch.cat(out, dim=1)
 
@@ -163,24 +196,25 @@ def output_table(
 ) -> torch.Tensor:
     """T(theta, x) on all 2^N strings, in index order: shape (P, 2^N); N <= 20.
 
-    ``chunk`` strings per call (default: about 256 MB of activations).
+    ``chunk`` strings per call (default: about 256 MB of activations, by the model's
+    ``memory_per_string``). Any classifier returning scores (B,) or (P, B) (P = 1).
     """
-    model = _check_model(model)
     N = check_n(N, maximum=20)
     if chunk is None:
-        chunk = max(1, int(256 * 2**20 // model.memory_per_string(N)))
+        est = getattr(model, "memory_per_string", None)
+        chunk = max(1, int(256 * 2**20 // (est(N) if callable(est) else 64 * (N + 1))))
     chunk = _check_int("chunk", chunk)
     parts = []
     for a in range(0, 2**N, chunk):
         idx = torch.arange(a, min(a + chunk, 2**N))
-        parts.append(model(index_to_strings(idx, N, dtype=model.dtype)))
+        parts.append(_outputs(model, index_to_strings(idx, N)))
     return torch.cat(parts, dim=-1)
 
 
 def exhaustive_influence(
     model: Recognizer, N: int, *, table: torch.Tensor | None = None
 ) -> torch.Tensor:
-    """max over all 2^N strings x and all N bits i of |T(x) - T(x xor e_i)|: shape (P,).
+    """max over all 2^N strings x and all N bits i of ``|T(x) - T(x xor e_i)|``: shape (P,).
 
     Computed from the table of T on all strings (:func:`output_table`, or ``table`` if
     given): the flipped string of index j has index j XOR 2^i, so each string is
@@ -467,6 +501,18 @@ def _log_blowup(model: Recognizer, x: torch.Tensor) -> torch.Tensor:
     return torch.log1p(1 / torch.sqrt(var + model.eps)).amax(-1).sum(-1)
 
 
+def check_lr(lr, argument: str = "lr") -> tuple:
+    """A step-size schedule ``(start, end)``: two finite numbers with 0 < end <= start."""
+    allowed = "a pair (start, end) of finite numbers with 0 < end <= start, e.g. (0.05, 1e-4)"
+    if isinstance(lr, (str, bytes)) or not hasattr(lr, "__len__") or len(lr) != 2:
+        raise TypeError(f"{argument} must be {allowed}, got {lr!r}")
+    start, end = (check_real(v, f"{argument}[{i}]", minimum=0, strict=True)
+                  for i, v in enumerate(lr))
+    if end > start:
+        raise ValueError(f"{argument} must be {allowed}, got {lr!r}")
+    return start, end
+
+
 def ascend_in_box(model, log_objective, *, steps: int, lr: tuple, box: float = 1.0,
                   before_step=None) -> None:
     """Gradient ascent over theta in the box [-box, box]^M, in place, on ``log_objective()``
@@ -481,8 +527,7 @@ def ascend_in_box(model, log_objective, *, steps: int, lr: tuple, box: float = 1
     """
     steps = _check_int("steps", steps)
     box = _check_pos("box", box)
-    if len(lr) != 2 or not 0 < lr[1] <= lr[0]:
-        raise ValueError(f"lr must be (start, end) with 0 < end <= start, got {lr!r}")
+    lr = check_lr(lr)
     params = list(model.parameters())
 
     def clip():

@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .geometry import ascend_in_box, with_flips
+from .geometry import ascend_in_box, check_bits, with_flips
 from .model import Recognizer
 from .profile import ACCEPT, REJECT, classify
 
@@ -29,7 +29,9 @@ __all__ = ["flip_hinge", "lemma29_ratio", "flip_sensitivity", "maximise_influenc
 
 def _check_model(model):
     if not isinstance(model, Recognizer):
-        raise ValueError(f"model must be a sensbook.Recognizer, got {type(model).__name__}")
+        raise ValueError(f"model must be a sensbook.Recognizer, got {type(model).__name__}: "
+                         "the hinge reads its layer norms' blowups; for any classifier use "
+                         "sb.flip_influence or sb.sensitivity_profile")
     return model
 
 
@@ -50,7 +52,7 @@ def flip_hinge(model: Recognizer, x, bits=None, *, chunk: int = 64, blowups: boo
     if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 1:
         raise ValueError(f"chunk must be an integer >= 1, got {chunk!r}")
     Ts, Bs = [], []
-    for a in range(0, x.shape[0], chunk):
+    for a in range(0, max(x.shape[0], 1), chunk):                   # B = 0: empty tensors
         xs = with_flips(x[a:a + chunk], bits)                       # (b, 1+k, N)
         b, k1, N = xs.shape
         if blowups:
@@ -111,7 +113,11 @@ def maximise_influence(model: Recognizer, x, bits, *, steps: int = 150,
         raise ValueError(f"x must have shape (1, N), got {tuple(x.shape)}")
     allbits = torch.arange(x.shape[1])
     largest = lambda: flip_hinge(model, x, allbits, blowups=False)["dT"].amax((1, 2))
-    xs = with_flips(x, torch.as_tensor(bits))[0].to(model.device)    # (1+k, N)
+    bits = check_bits(bits, x.shape[1])
+    if not len(bits):
+        raise ValueError("bits must name at least one position to flip (the objective is the "
+                         "largest flip over them), got none")
+    xs = with_flips(x, bits)[0].to(model.device)                      # (1+k, N)
 
     def log_flip():
         T = model(xs)                                                 # (P, 1+k)

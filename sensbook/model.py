@@ -336,4 +336,7 @@ def blowup(model: Recognizer, x) -> torch.Tensor:
     Lemma 2.9: flipping one bit moves T by at most C beta(x) beta(x xor e_n) / N. Lemma 3.2:
     for eps > 0, beta <= (1 + 1/sqrt(eps))^(2L) here (2L layer norms).
     """
+    if not isinstance(model, Recognizer):
+        raise ValueError(f"model must be a sensbook.Recognizer, got {type(model).__name__}: the "
+                         "blowup is defined through the recognizer's layer norms")
     return model.trace(x)[1].beta

@@ -19,6 +19,7 @@ standard errors.
 """
 from __future__ import annotations
 
+import math
 import os
 import warnings
 from dataclasses import dataclass
@@ -26,6 +27,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from .adapters import check_mode, explain_call, explain_output
+from .adapters import trim_memory as _trim, user_stacklevel
 from .boolean import (MAX_EXHAUSTIVE_N, check_int, check_n, check_real, check_seed,
                       index_to_strings)
 from .settings import check_device, progress as _progress
@@ -44,7 +47,14 @@ def rounding_margin(dtype) -> float:
     could take either sign under a different summation order, so it is reported undecided."""
     if not (isinstance(dtype, torch.dtype) and dtype.is_floating_point):
         raise ValueError(f"dtype must be a floating torch dtype, got {dtype!r}")
-    return ROUNDING_ULPS * torch.finfo(dtype).eps
+    eps = torch.finfo(dtype).eps
+    if eps > 1e-6:
+        raise ValueError(
+            f"margin='auto' is not defined for {dtype} outputs: {ROUNDING_ULPS} ulps of "
+            f"{dtype} is {ROUNDING_ULPS * eps:g}, a fixed threshold whatever the output's scale "
+            "(in float16 it left most strings undecided). Pass an explicit margin on the scale "
+            "of your scores (e.g. margin=1e-3 * typical |T|), or return float32 scores")
+    return ROUNDING_ULPS * eps
 
 
 def classify(out: torch.Tensor, margin: float | str = 0.0) -> torch.Tensor:
@@ -71,10 +81,9 @@ def classify(out: torch.Tensor, margin: float | str = 0.0) -> torch.Tensor:
             raise ValueError("an integer classifier output must be 0/1; use a float output for scores")
         return out.to(torch.int8)
     margin = _check_margin(margin, out.dtype)
-    if out.numel() > 1:
-        lo, hi = torch.aminmax(out)
-        if float(lo) == 0.0 and float(hi) == 1.0 and bool(((out == 0) | (out == 1)).all()):
-            raise ValueError(_FLOAT_LABELS)
+    if out.numel() > 1 and bool((out == 1).any()) and bool((out == 0).any()) \
+            and bool(((out == 0) | (out == 1) | ~torch.isfinite(out)).all()):   # NaN aside
+        raise ValueError(_FLOAT_LABELS)
     lab = torch.full(out.shape, UNDECIDED, dtype=torch.int8, device=out.device)
     lab[(out > 0) & (out >= margin)] = ACCEPT
     lab[(out < 0) & (out <= -margin)] = REJECT
@@ -97,24 +106,33 @@ def check_memory_mb(memory_mb, argument="memory_mb") -> float:
 
 
 _FLOAT_LABELS = (
-    "the classifier returned float values that are all 0.0 or 1.0: these look like "
-    "labels, but a float output is read as scores T (0.0 = undecided). Return labels "
-    "as a bool tensor (e.g. `(x.sum(-1) % 2) == 1` or `out.bool()`), or scores T "
+    "the classifier returned float values that are all 0.0 or 1.0 (NaN and inf aside): "
+    "these look like labels, but a float output is read as scores T (0.0 = undecided). "
+    "Return labels as a bool tensor (e.g. `(x.sum(-1) % 2) == 1` or `out.bool()`), or scores T "
     "whose sign is the label (e.g. `2 * out - 1`)")
 
 
 class _FloatLabels:
     """Labels written as floats, seen across all the calls of one profile: a float output
-    whose values, over every call, are only 0.0 and 1.0 (both) is refused, whatever values one
+    whose finite values, over every call, are only 0.0 and 1.0 (both) is refused (a NaN or an
+    inf does not hide them), whatever values one
     call (one chunk of strings) happens to hold; :func:`classify` checks a single output."""
 
     def __init__(self):
         self.only01, self.zero, self.one = True, False, False
+        self.lo, self.hi = math.inf, -math.inf
 
     def see(self, out: torch.Tensor):
+        if out.is_floating_point() and out.numel():
+            lo, hi = (float(v) for v in torch.aminmax(out))
+            if not (math.isfinite(lo) and math.isfinite(hi)):     # rare: NaN/inf outputs
+                finite = out[torch.isfinite(out)]
+                lo, hi = (float(v) for v in torch.aminmax(finite)) if finite.numel() else (0, 0)
+            self.lo, self.hi = min(self.lo, lo), max(self.hi, hi)
         if not self.only01:
             return
-        if not out.is_floating_point() or not bool(((out == 0) | (out == 1)).all()):
+        if not out.is_floating_point() or not bool(((out == 0) | (out == 1)
+                                                    | ~torch.isfinite(out)).all()):
             self.only01 = False
             return
         self.zero = self.zero or bool((out == 0).any())
@@ -123,6 +141,16 @@ class _FloatLabels:
     def check(self):
         if self.only01 and self.zero and self.one:
             raise ValueError(_FLOAT_LABELS)
+        if 0 <= self.lo and 0 < self.hi <= 1:
+            warnings.warn(_PROBABILITIES.format(lo=self.lo, hi=self.hi),
+                          stacklevel=user_stacklevel())
+
+
+_PROBABILITIES = (
+    "every score the classifier returned lies in [{lo:.3g}, {hi:.3g}], inside [0, 1], so every "
+    "string with a nonzero score is accepted: the sign of a score is its label. If these are "
+    "probabilities (softmax, sigmoid, predict_proba), subtract the threshold (`p - 0.5`), return "
+    "logits, or use sb.TorchClassifier(model, output='probability') / sb.SklearnClassifier(est)")
 
 
 def _check_margin(margin, dtype=None):
@@ -134,10 +162,17 @@ def _check_margin(margin, dtype=None):
     return check_real(margin, "margin", minimum=0)
 
 
+INT_INPUTS = (torch.int64, torch.int32)         # input dtypes for 0/1 ids
+
+
 def _where(classifier, device, dtype):
     """Device and input dtype for a classifier: explicit, else its own, else CPU float32."""
-    if dtype is not None and not (isinstance(dtype, torch.dtype) and dtype.is_floating_point):
-        raise ValueError(f"dtype must be a floating torch dtype (e.g. torch.float64), got {dtype!r}")
+    if dtype is not None and not (isinstance(dtype, torch.dtype)
+                                  and (dtype.is_floating_point or dtype in INT_INPUTS)):
+        raise ValueError(f"dtype must be a floating torch dtype (e.g. torch.float64) or torch."
+                         f"long/int32 for 0/1 ids, got {dtype!r}; for other token ids use "
+                         "sb.TorchClassifier(model, tokens=(id0, id1))")
+    check_mode(classifier)
     if device is None or dtype is None:
         p = None
         if isinstance(classifier, torch.nn.Module):
@@ -243,24 +278,12 @@ def _check_table_fits(nbytes, device):
                          "n_samples")
 
 
-_chunk = plan_chunk
-
-
-def _trim():
-    """Give memory freed by the classifier calls back to the system (glibc ``malloc_trim``):
-    else the allocator keeps it resident and the next phase adds to it, not reuses it."""
-    try:
-        import ctypes
-
-        ctypes.CDLL(None).malloc_trim(0)
-    except (OSError, AttributeError):                            # pragma: no cover - not glibc
-        pass
-
-
 @torch.no_grad()
 def _evaluate(classifier, x, margin, B, labels: _FloatLabels | None = None):
-    out = classifier(x)
+    with explain_call(classifier, x):
+        out = classifier(x)
     if not isinstance(out, torch.Tensor):
+        explain_output(out, B)
         arr = None if out is None or isinstance(out, (str, bytes)) else np.asarray(out)
         if arr is None or arr.dtype.kind not in "biuf":
             raise TypeError(
@@ -268,6 +291,7 @@ def _evaluate(classifier, x, margin, B, labels: _FloatLabels | None = None):
                 f"or real scores, of shape (B,) or (..., B); it returned {type(out).__name__}"
                 f"{'' if arr is None else f' of dtype {arr.dtype}'}: {str(out)[:60]!r}")
         out = torch.as_tensor(arr)
+    explain_output(out, B)
     if out.dim() == 0 or out.shape[-1] != B:
         raise ValueError(
             f"the classifier must map strings of shape (B, N) to outputs of shape (B,) or (..., B); "
@@ -281,7 +305,7 @@ def _evaluate(classifier, x, margin, B, labels: _FloatLabels | None = None):
 @torch.no_grad()
 def truth_table(classifier, N: int, *, margin: float | str = 0.0, device=None, dtype=None,
                 memory_mb: float = 256, chunk_size: int | None = None, progress: bool = True):
-    """Labels of the classifier on all 2^N strings: int8 tensor (*pop, 2^N).
+    """Labels of the classifier on all 2^N strings: int8 tensor ``(*pop, 2^N)``.
 
     Entry ``index`` is the label of the string with that index (see :mod:`sensbook.boolean`):
     0 reject, 1 accept, -1 undecided, -2 non-finite. Memory: the table (one byte per string
@@ -426,7 +450,7 @@ def _check_table(table):
 
 def profile_from_table(table: torch.Tensor, *, chunk: int = 1 << 16,
                        memory_mb: float | None = None) -> Profile:
-    """The exact profile of a truth table (*pop, 2^N) of labels from :func:`truth_table`.
+    """The exact profile of a truth table ``(*pop, 2^N)`` of labels from :func:`truth_table`.
 
     ``table`` must hold labels (bool, or integers in {-2, -1, 0, 1}); scores are refused (use
     :func:`classify`). Works over aligned blocks of 2^c <= ``chunk`` strings, so extra memory
@@ -557,6 +581,14 @@ def sensitivity_profile(classifier, N: int, *, margin: float | str = 0.0,
                         n_samples: int | None = None, **kwargs) -> Profile:
     """The sensitivity profile K_0..K_N of any batched Boolean classifier at length N.
 
+    The classifier receives strings as a tensor (B, N) of 0/1 in ``dtype`` (default: its own
+    float dtype, else float32; ``torch.long`` for 0/1 ids) on ``device``, and returns, for the B
+    strings, bool labels (True accepts) or real scores T of shape (B,) or (*pop, B) whose
+    **sign is the label**: T > 0 accepts, T < 0 rejects (probabilities need their threshold
+    subtracted; an output all in [0, 1] warns). A ``torch.nn.Module`` that wants token ids, a
+    Hugging Face model or a scikit-learn estimator: wrap it in :class:`sensbook.TorchClassifier`
+    or :class:`sensbook.SklearnClassifier`. A module in training mode with dropout is refused.
+
     Exhaustive over all 2^N strings when ``n_samples`` is None (N <= 24), else sampled from
     ``n_samples`` uniform strings (any N). ``kwargs``: ``device``, ``dtype``, ``memory_mb``,
     ``chunk_size``, ``progress`` and, when sampling, ``seed``. Definitions: Section 2 of
@@ -565,8 +597,11 @@ def sensitivity_profile(classifier, N: int, *, margin: float | str = 0.0,
     ``margin`` (default 0: every nonzero score is decided by its sign) or ``"auto"`` (outputs
     within rounding of 0 for their dtype are undecided: see :func:`classify`). Memory: at most
     ``memory_mb`` (default 256) beyond the truth table of an exhaustive profile; requests that
-    cannot fit are refused before any work. A profile in which most strings are undecided or
-    non-finite comes with a warning.
+    cannot fit are refused before any work. The chunk of strings per call is sized by the
+    classifier's ``memory_per_string(N)`` method (bytes one string of length N costs in a call)
+    when it has one, as the adapters do; without it, by 64 (N + 1) bytes a string, which a large
+    model exceeds (give it one, or pass ``chunk_size``). A profile in which most strings are
+    undecided or non-finite comes with a warning.
     """
     if n_samples is None:
         N = check_n(N)

@@ -15,6 +15,7 @@ uses is visible in one line of the chapter.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 from importlib.metadata import PackageNotFoundError, version as _version
 
@@ -62,9 +63,21 @@ def device() -> torch.device:
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
+def _available(kind: str) -> bool:
+    """Whether this machine computes on devices of type ``kind`` (``meta`` computes nothing)."""
+    if kind == "cuda":
+        return torch.cuda.is_available()
+    if kind == "mps":
+        return torch.backends.mps.is_available()
+    if kind == "xpu":
+        return hasattr(torch, "xpu") and torch.xpu.is_available()
+    return kind == "cpu"
+
+
 def check_device(device, argument="device") -> torch.device:
-    """A torch device that exists here; CUDA asked for without CUDA is an error naming
-    ``argument`` (the argument or environment variable that asked for it)."""
+    """A torch device that exists here; CUDA (or MPS, XPU) asked for without it, or a device
+    that computes nothing (``meta``), is an error naming ``argument`` (the argument or
+    environment variable that asked for it)."""
     try:
         dev = torch.device(device)
     except (RuntimeError, TypeError) as e:
@@ -76,7 +89,35 @@ def check_device(device, argument="device") -> torch.device:
         if dev.index is not None and dev.index >= torch.cuda.device_count():
             raise ValueError(f"{argument}={device!r}: this machine has "
                              f"{torch.cuda.device_count()} CUDA device(s)")
+    elif not _available(dev.type):
+        what = ("holds no values (nothing is computed)" if dev.type == "meta" else
+                "is not available on this machine")
+        here = [k for k in ("cpu", "cuda", "mps", "xpu") if _available(k)]
+        raise ValueError(f"{argument}={device!r}: a {dev.type!r} device {what}; allowed here: "
+                         f"{', '.join(here)}")
     return dev
+
+
+@contextlib.contextmanager
+def one_thread():
+    """Torch computes in one thread inside the block; the caller's setting is restored after.
+
+    The book's computations are small matrices, for which more threads only add overhead, and
+    the cost models are CPU-seconds of one thread: Colab's default of two threads made one
+    ``ch2.e1`` configuration take 26 s against 2.6 s at one thread (issue 28). Every
+    configuration computed in the calling process (``workers=1``: a notebook's kernel) runs so
+    (:mod:`sensbook.runtime.sweep`), and so does every move of an explorer's controls
+    (:func:`sensbook.pages.explore`); pool workers get their share of the cores at start-up.
+    (A notebook's banner sets one thread for the whole session: :func:`sensbook.banner`.)"""
+    before = torch.get_num_threads()
+    if before == 1:
+        yield
+        return
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 #: Seconds a computation runs before its progress bar appears: shorter work shows no bar (a

@@ -34,7 +34,8 @@ import numpy as np
 import torch
 import torch.nn.functional as Fn
 
-from .boolean import FIRST, MAJORITY, PARITY, BooleanFunction, check_n, index_to_strings
+from .boolean import (FIRST, MAJORITY, MAX_EXHAUSTIVE_N, PARITY, BooleanFunction, check_int,
+                      check_n, check_real, index_to_strings)
 from .model import INITS, Recognizer
 
 DATA_SEED_OFFSET = 1_000_003          # data generator of seed s: s + this (init uses s itself)
@@ -95,22 +96,16 @@ class Protocol:
     batch: int = 128
 
     def __post_init__(self):
+        # numpy scalars are numbers (stored as Python ones: a protocol is JSON); bools are not
         for name in ("D", "L", "H", "steps", "batch"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise ValueError(f"{name} must be an integer >= 1, got {v!r}")
+            object.__setattr__(self, name, check_int(getattr(self, name), name, minimum=1))
         if self.init not in INITS:
             raise ValueError(f"init={self.init!r} is unknown; allowed: {', '.join(INITS)}")
         if self.loss not in LOSSES:
             raise ValueError(f"loss={self.loss!r} is unknown; allowed: {', '.join(LOSSES)}")
-        for name in ("lr", "init_scale"):
-            v = getattr(self, name)
-            if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
-                raise ValueError(f"{name} must be a finite number > 0, got {v!r}")
-        for name in ("eps", "weight_decay"):
-            v = getattr(self, name)
-            if not (isinstance(v, (int, float)) and math.isfinite(v) and v >= 0):
-                raise ValueError(f"{name} must be a finite number >= 0, got {v!r}")
+        for name in ("lr", "init_scale", "eps", "weight_decay"):
+            v = check_real(getattr(self, name), name, minimum=0, strict=name in ("lr", "init_scale"))
+            object.__setattr__(self, name, v)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -191,6 +186,11 @@ def train_population(model: Recognizer, f: BooleanFunction, N: int, seeds,
     """
     from .settings import progress as _progress
 
+    if _population_axis(model) is None:
+        raise ValueError(f"model must be a population whose parameters carry the population axis "
+                         f"first (sb.Recognizer, sb.control_population), got "
+                         f"{type(model).__name__}: train one model of your own with your own loop, "
+                         "then measure it (sb.accuracy, sb.top_hessian_eigenvalue, profiles)")
     N = check_n(N)
     seeds = _check_seeds(seeds)
     if len(seeds) != model.P:
@@ -242,6 +242,9 @@ def accuracy(model: Recognizer, f: BooleanFunction, N: int, *, n_test: int | Non
     A NaN or infinite output is an error (ValueError naming the models), never a class.
     """
     N = check_n(N)
+    if n_test is None and N > MAX_EXHAUSTIVE_N:
+        raise ValueError(f"N={N}: accuracy on all 2^N strings needs N <= {MAX_EXHAUSTIVE_N}; "
+                         "pass n_test (an integer >= 1) to measure it on held-out strings")
     if n_test is None:
         total, idx_all = 2**N, torch.arange(2**N)
         xs = lambda a, b: index_to_strings(idx_all[a:b], N)
@@ -251,11 +254,13 @@ def accuracy(model: Recognizer, f: BooleanFunction, N: int, *, n_test: int | Non
         pool = held_out_strings(N, int(n_test), seed=seed)
         total = int(n_test)
         xs = lambda a, b: pool[a:b]
-    right = torch.zeros(model.P, dtype=torch.float64)
-    bad = torch.zeros(model.P, dtype=torch.int64)
+    P = _population_axis(model) or 1
+    dev, dt = _where(model)
+    right = torch.zeros(P, dtype=torch.float64)
+    bad = torch.zeros(P, dtype=torch.int64)
     for a in range(0, total, chunk):
-        x = xs(a, min(a + chunk, total)).to(model.device, model.dtype)
-        T = model(x)
+        x = xs(a, min(a + chunk, total)).to(dev, dt)
+        T = model(x).reshape(P, -1)
         bad += (~torch.isfinite(T)).sum(-1).cpu()
         right += ((T > 0) == f(x).unsqueeze(0)).sum(-1).double().cpu()
     if bad.any():
@@ -401,6 +406,24 @@ def gradient_signal(model, f: BooleanFunction, x, *, loss: str = "logistic",
                 parity_coef=tot["coef"].numpy(), mean_square=tot["sq"].numpy())
 
 
+def _population_axis(model) -> int | None:
+    """P when ``model`` is a population whose every parameter carries the population axis first
+    (a :class:`Recognizer`, a :class:`sensbook.controls.Population`), else None (one model)."""
+    P = getattr(model, "P", None)
+    if not isinstance(P, int) or isinstance(P, bool) or P < 1:
+        return None
+    ok = all(t.dim() >= 1 and t.shape[0] == P for t in model.parameters())
+    return P if ok else None
+
+
+def _where(model):
+    """Device and float dtype of a model: its own attributes, else its first parameter's."""
+    p = next(iter(model.parameters()), None)
+    dev = getattr(model, "device", None) or (p.device if p is not None else torch.device("cpu"))
+    dt = getattr(model, "dtype", None) or (p.dtype if p is not None else torch.float32)
+    return dev, dt
+
+
 def top_hessian_eigenvalue(model, f: BooleanFunction, x, *, loss: str = "logistic",
                            iters: int = 100, tol: float = 1e-3, seed: int = 0) -> dict:
     """Sharpness: the largest-magnitude eigenvalue of the Hessian of each model's training
@@ -412,17 +435,23 @@ def top_hessian_eigenvalue(model, f: BooleanFunction, x, *, loss: str = "logisti
     on its own. Iterates until every model's Rayleigh quotient changes by at most ``tol``
     relatively, or ``iters`` products. At a minimum the Hessian is positive semi-definite and
     this is lambda_max, the sharpness of Hahn & Rofin (2024) and Keskar et al. (2017).
-    Returns ``lam`` (P,), ``iterations`` and ``converged`` (P,).
+    Any other ``torch.nn.Module`` mapping x to scores (B,) is one model (P = 1), its Hessian
+    over all its parameters. Returns ``lam`` (P,), ``iterations`` and ``converged`` (P,).
     """
     from torch.func import functional_call, grad, vjp
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
     if isinstance(iters, bool) or not isinstance(iters, int) or iters < 1:
         raise ValueError(f"iters must be an integer >= 1, got {iters!r}")
-    x = torch.as_tensor(x).to(device=model.device, dtype=model.dtype)
+    if not isinstance(model, torch.nn.Module) or not any(True for _ in model.parameters()):
+        raise TypeError(f"model must be a torch.nn.Module with parameters (the Hessian is over "
+                        f"them), got {type(model).__name__}")
+    tol = check_real(tol, "tol", minimum=0)
+    dev, dt = _where(model)
+    x = torch.as_tensor(x).to(device=dev, dtype=dt)
     y = f(x)
     params = {k: v.detach() for k, v in model.named_parameters()}
-    P = next(iter(params.values())).shape[0]
+    P = _population_axis(model) or 1
     g = torch.Generator().manual_seed(int(seed))
     v = {k: torch.randn(t.shape, generator=g, dtype=torch.float64).to(t) for k, t in
          params.items()}
@@ -448,10 +477,16 @@ def top_hessian_eigenvalue(model, f: BooleanFunction, x, *, loss: str = "logisti
 
 @torch.no_grad()
 def min_margin(model, x) -> np.ndarray:
-    """min over the strings ``x`` of |T(x)|, per model: (P,). With labels sign(T), the
+    """min over the strings ``x`` of ``|T(x)|``, per model: (P,). With labels sign(T), the
     smallest output a string gets; Cor. 3.4 bounds it by O(1/N) at eps > 0 for weights in a
     fixed box."""
-    T = model(torch.as_tensor(x).to(device=model.device, dtype=model.dtype))
+    x = torch.as_tensor(x)
+    if x.dim() < 2 or x.shape[-2] == 0:
+        raise ValueError(f"x must hold at least one string, shape (B, N) with B >= 1, got "
+                         f"{tuple(x.shape)}: the smallest |T| over no strings is undefined")
+    dev, dt = _where(model)
+    x = x.to(device=dev, dtype=dt)
+    T = model(x).reshape(-1, x.shape[0])
     if not torch.isfinite(T).all():
         raise ValueError("model output is NaN or infinite; the margin is undefined")
     return T.abs().amin(-1).double().cpu().numpy()

@@ -106,7 +106,7 @@ def test_anything_else_is_not_a_margin(bad):
     (lambda: sb.Recognizer.random(seed=None), "seed must be an integer"),
     (lambda: sb.sensitivity_profile(sb.PARITY, 4, n_samples=3, seed=None), "seed must be an integer"),
     (lambda: sb.Recognizer(dtype=torch.int64), "dtype must be a floating torch dtype"),
-    (lambda: sb.sensitivity_profile(sb.PARITY, 4, dtype=torch.int64), "dtype must be a floating"),
+    (lambda: sb.sensitivity_profile(sb.PARITY, 4, dtype=torch.complex64), "dtype must be a floating"),
     (lambda: sb.Recognizer.from_parameters({}), "at least 'tok'"),
     (lambda: sb.Recognizer.from_parameters([1, 2]), "params must be a dict"),
     (lambda: sb.Recognizer.from_parameters({"tok": np.zeros(4)}), "'tok' must have shape"),

@@ -170,7 +170,7 @@ def test_chapter_prints_its_scale_and_asserts_claims(md):
     nb = jupytext.read(md)
     src = "\n".join(code(nb))
     chapter = md.name.split("_")[0]
-    banner = re.findall(r"sb\.banner\(((?:\"[\w.]+\"(?:, )?)+)\)", src)
+    banner = re.findall(r"sb\.banner\(((?:\"[\w.]+\"(?:, )?)*)\)", src)
     assert len(banner) == 1, "every chapter prints the scale it ran at and what its experiments cost"
     named = {e.name for n in re.findall(r'"([\w.]+)"', banner[0]) for e in select(n)}
     assert all(n.startswith(chapter) for n in named), named

@@ -71,3 +71,39 @@ def test_search_rejects_bad_arguments(kw, match):
     m = sb.Recognizer.random(1, 4, 1, dtype=torch.float64)
     with pytest.raises(ValueError, match=match):
         sb.maximise_influence(m, sb.random_strings(4, 1), [0], **kw)
+
+
+# ---- issue 30: what is not a string, a bit position or a step size is refused
+@pytest.mark.parametrize("call, match", [
+    (lambda m, x: sb.flip_hinge(m, x, bits=[1.7]), "bits must be .*integer positions"),
+    (lambda m, x: sb.flip_hinge(m, x, bits=torch.tensor([True, False, True, False])),
+     "not a mask"),
+    (lambda m, x: sb.flip_hinge(m, x, bits=[4]), "positions in 0..3"),
+    (lambda m, x: sb.flip_hinge(m, 2 * x, bits=[0]), "x must be binary"),
+    (lambda m, x: sb.flip_hinge(m, -x, bits=[0]), "x must be binary"),
+    (lambda m, x: sb.flip_influence(m, 2 * x, bits=[0]), "x must be binary"),
+    (lambda m, x: sb.maximise_influence(m, x[:1], bits=[1.7], steps=2), "bits must be"),
+    (lambda m, x: sb.maximise_influence(m, x[:1], bits=[], steps=2), "at least one position"),
+    (lambda m, x: sb.maximise_influence(m, x[:1], [0], steps=2, lr=(float("inf"), 1e-4)),
+     "lr\\[0\\] must be a finite number"),
+    (lambda m, x: sb.maximise_influence(m, x[:1], [0], steps=2, lr=0.05), "lr must be a pair"),
+    (lambda m, x: sb.geometry.maximise_blowup(m, x[:1], steps=2, lr=(0.05, float("nan"))),
+     "lr\\[1\\]"),
+])
+def test_the_flip_instruments_refuse_what_is_not_a_string_a_bit_or_a_step(call, match):
+    m = sb.Recognizer.random(2, 4, 1, 1, seed=0, dtype=torch.float64)
+    x = sb.random_strings(4, 3, seed=1).double()
+    with pytest.raises((TypeError, ValueError), match=match):
+        call(m, x)
+
+
+def test_flip_hinge_of_no_strings_is_empty_and_min_margin_of_none_an_error():
+    m = sb.Recognizer.random(2, 4, 1, 1, seed=0, dtype=torch.float64)
+    h = sb.flip_hinge(m, torch.zeros(0, 5), bits=[0, 4])
+    assert h["T"].shape == (2, 0) and h["dT"].shape == h["beta_pair"].shape == (2, 0, 2)
+    # the same positions as a numpy array or an integer tensor give the same flips
+    x = sb.random_strings(5, 2, seed=3)
+    a = sb.flip_hinge(m, x, bits=np.array([0, 4]))["dT"]
+    assert torch.equal(a, sb.flip_hinge(m, x, bits=torch.tensor([0, 4]))["dT"])
+    with pytest.raises(ValueError, match="at least one string"):
+        sb.min_margin(m, torch.zeros(0, 5))

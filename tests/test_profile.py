@@ -152,3 +152,20 @@ def test_a_classifier_returning_no_tensor_is_named(out, what):
         sb.sensitivity_profile(lambda x: out, 4, progress=False)
     lists = sb.sensitivity_profile(lambda x: ((x.sum(-1) % 2) == 1).tolist(), 4, progress=False)
     assert lists.K.tolist() == [0, 0, 0, 0, 16]                       # a list of bools is read
+
+
+# ---- issue 30: a NaN does not hide float 0/1 labels
+@pytest.mark.parametrize("kwargs", [dict(), dict(chunk_size=1), dict(n_samples=64)])
+def test_float_labels_with_a_nan_are_still_refused(kwargs):
+    def labels_with_nan(x):
+        y = (x.sum(-1) % 2).float()
+        y[x[:, :3].sum(-1) == 0] = float("nan")            # NaN on some strings (N = 8: 32)
+        return y
+
+    with pytest.raises(ValueError, match="all 0.0 or 1.0 \\(NaN and inf aside\\)"):
+        sb.sensitivity_profile(labels_with_nan, 8, progress=False, **kwargs)
+    with pytest.raises(ValueError, match="NaN and inf aside"):
+        sb.classify(torch.tensor([0.0, 1.0, float("nan")]))
+    # scores with a NaN are read: the NaN strings counted nonfinite, never a class
+    p = sb.sensitivity_profile(lambda x: 2 * labels_with_nan(x) - 1, 8, progress=False)
+    assert int(p.nonfinite) == 32 and int(p.undecided) == 0

@@ -245,3 +245,26 @@ def test_gradient_signal_against_a_direct_computation():
         assert got["parity_coef"][p] == pytest.approx(float((T * chi).sum() / 2**N), abs=1e-12)
         assert got["mean_square"][p] == pytest.approx(float((T * T).mean()), rel=1e-12)
     assert all(p.grad is None for p in m.parameters())           # nothing accumulated
+
+
+# ---- issue 30: errors that name the argument, numpy scalars that are numbers
+def test_accuracy_on_all_strings_past_the_exhaustive_limit_says_to_sample():
+    m = sb.Recognizer.random(1, 8, 1, 1, seed=0)
+    with pytest.raises(ValueError, match="N=64: .* N <= 24; pass n_test"):
+        sb.accuracy(m, sb.PARITY, 64)
+    assert sb.accuracy(m, sb.PARITY, 64, n_test=16).shape == (1,)
+
+
+def test_protocol_reads_numpy_scalars_as_the_python_numbers():
+    p = sb.Protocol(lr=np.float32(0.5), D=np.int64(8), eps=np.float64(1e-5))
+    assert p == sb.Protocol(lr=0.5, D=8, eps=1e-5)
+    assert type(p.lr) is float and type(p.D) is int            # JSON-able, as configs are
+    with pytest.raises((TypeError, ValueError), match="lr"):
+        sb.Protocol(lr=np.float32("nan"))
+
+
+@pytest.mark.parametrize("tol", [-1, float("nan")])
+def test_top_hessian_eigenvalue_refuses_a_negative_tolerance(tol):
+    m = sb.Recognizer.random(1, 8, 1, 1, seed=0, dtype=torch.float64)
+    with pytest.raises(ValueError, match="tol must be a finite number >= 0"):
+        sb.top_hessian_eigenvalue(m, sb.PARITY, sb.strings(4), tol=tol, iters=2)

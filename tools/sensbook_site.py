@@ -5,6 +5,14 @@
 - It drops duplicate inline scripts from each page: sphinx-thebe's configuration script is added
   twice under Jupyter Book 1.x, which declares `const THEBE_JS_URL` twice and raises a console
   error on every page.
+- It sets SENSBOOK_PAGE=1 for the kernels it starts: explorers (sensbook.pages.explore) then
+  precompute every setting, and the page's controls answer without a kernel.
+- It adds the book's stylesheet, tools/static/sensbook.css (code fits the column, outputs wrap,
+  tables and explorers are styled), to every page. Not through a root `_static/` folder: Jupyter
+  Book would then add every .js of every static path (MathJax's too) to every page.
+- It registers the pybtex style `authoryear` (`bibtex_default_style` in _config.yml): the
+  bibliography labels its entries as the text cites them, "Kövér et al., 2026", not
+  "[KoverBS+26]".
 - After the build it deletes JavaScript/CSS source maps (*.map) that the theme ships: browsers
   fetch them only with developer tools open, and they would add megabytes to the site.
 - After the build it also copies the widget bundle's icon fonts to `book/@jupyter-widgets/`.
@@ -14,14 +22,58 @@
 """
 from __future__ import annotations
 
+import os
 import pathlib
 import shutil
 
 import site_assets
 
 
+HERE = pathlib.Path(__file__).resolve().parent
+
+
+def _register_authoryear():
+    """The pybtex style `authoryear`: unsrt's entries sorted by author and year, labelled
+    "Hahn, 2020", "Hahn and Rofin, 2024", "Kövér et al., 2026" (the text's author_year
+    citations), with a letter added when two entries would share a label."""
+    from pybtex.plugin import register_plugin
+    from pybtex.richtext import Text
+    from pybtex.style.formatting.unsrt import Style as Unsrt
+    from pybtex.style.labels import BaseLabelStyle
+    from pybtex.style.sorting.author_year_title import SortingStyle
+
+    def last(person):
+        return Text(*person.rich_last_names).render_as("text")
+
+    class AuthorYearLabels(BaseLabelStyle):
+        def format_labels(self, sorted_entries):
+            labels = []
+            for entry in sorted_entries:
+                people = entry.persons.get("author") or entry.persons.get("editor") or []
+                names = [last(p) for p in people]
+                who = (names[0] if len(names) == 1 else " and ".join(names) if len(names) == 2
+                       else f"{names[0]} et al." if names else entry.key)
+                labels.append(f"{who}, {entry.fields.get('year', 'n.d.')}")
+            for i, lab in enumerate(labels):
+                same = [j for j, other in enumerate(labels) if other == lab]
+                if len(same) > 1:
+                    for k, j in enumerate(same):
+                        labels[j] = lab + "abcdefghij"[k]
+            yield from labels
+
+    class AuthorYear(Unsrt):
+        default_sorting_style = SortingStyle
+        default_label_style = AuthorYearLabels
+
+    register_plugin("pybtex.style.formatting", "authoryear", AuthorYear)
+
+
 def _ensure_assets(app, config):
     site_assets.site_assets()
+    # the kernels the build starts inherit it: explorers precompute every setting for the page
+    # (sensbook.pages.explore), so every control on the page answers
+    os.environ["SENSBOOK_PAGE"] = "1"
+    config.html_static_path = [*config.html_static_path, str(HERE / "static")]
 
 
 def _dedupe_scripts(app, pagename, templatename, context, doctree):
@@ -52,7 +104,9 @@ def _finish(app, exception):
 
 
 def setup(app):
+    _register_authoryear()
     app.connect("config-inited", _ensure_assets)
+    app.add_css_file("sensbook.css")
     app.connect("html-page-context", _dedupe_scripts, priority=900)   # after the others add theirs
     app.connect("build-finished", _finish)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

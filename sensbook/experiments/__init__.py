@@ -34,7 +34,8 @@ from typing import Callable
 import numpy as np
 import torch
 
-from ..runtime.published import fetch_missing, published_keys, published_url
+from ..pages import use_style
+from ..runtime.published import fetch_missing, in_colab, published_keys, published_url
 from ..runtime.store import Store, key, results_dir
 from ..runtime.sweep import Sweep, run_pool, run_sweep
 from ..settings import check_scale, device, scale as current_scale
@@ -134,11 +135,15 @@ def run_experiment(name: str, scale: str | None = None, out=None, *, workers: in
     sweep = exp.sweep(sc)
     out = results_dir() if out is None else out
     # In Colab (or with $SENSBOOK_PUBLISHED): results the published book computed, never in CI
-    published, site, refused = fetch_missing(sweep, out)
+    published, site, refused, absent = fetch_missing(sweep, out)
+    if compute and in_colab():
+        _check_colab_lifetime(exp, sweep, out)
     results, stats = run_sweep(sweep, out, workers=workers, progress=progress, compute=compute)
     if report:
         from_site = f"{published} from the published store ({site}), " if site else ""
         bad = f"; {refused} published record(s) refused" if refused else ""
+        bad += (f"; {absent} listed in the published index but not on the site, computed here"
+                if absent else "")
         print(f"[{name} @ {sc}: {len(results)} configurations, {stats['stored'] - published} read "
               f"from the store, {from_site}{stats['computed']} computed now{bad}]")
     return results
@@ -152,6 +157,26 @@ def run_all(exps, scale: str, out=None, *, workers: int = 1, progress: bool = Tr
                     progress=progress, desc=f"experiments @ {scale}")
 
 
+#: A Colab runtime's lifetime (at most 12 hours, often less): Run all stops, with a message,
+#: before an experiment predicted to take longer, unless ``$SENSBOOK_LONG_RUNS=1``.
+COLAB_LIFETIME_SECONDS = 12 * 3600
+
+
+def _check_colab_lifetime(exp, sweep, out):
+    """In Colab, refuse to start computing what cannot finish in one runtime (``paper`` scale)."""
+    import os
+
+    store = Store(out, exp.name, sweep.version)
+    seconds = sum(exp.cost(c) for c in sweep.configs if not store.done(c))
+    if seconds > COLAB_LIFETIME_SECONDS and os.environ.get("SENSBOOK_LONG_RUNS") != "1":
+        raise RuntimeError(
+            f"{exp.name}: the configurations left to compute are predicted to take about "
+            f"{_minutes(seconds)} on one CPU core, longer than a Colab runtime lives "
+            f"({COLAB_LIFETIME_SECONDS // 3600} h). Compute them on a GPU machine or a cluster "
+            "(`sensbook sweep`) and keep the store on a drive (the introduction, 'At paper "
+            "scale'), or set os.environ['SENSBOOK_LONG_RUNS'] = '1' to compute here anyway.")
+
+
 #: Predicted computing time past which the banner points to a GPU, a cluster and a kept store.
 BANNER_LONG_SECONDS = 30 * 60
 
@@ -161,18 +186,27 @@ def banner(*names: str) -> str:
     it reads (``names``: experiment names such as ``"ch5.exact"``, or a chapter such as ``"ch3"``
     for all of that chapter's experiments), what they need here, in this order: how many
     configurations are stored here, how many the published store holds (Colab, or
-    ``$SENSBOOK_PUBLISHED``; they are fetched, not computed) and the predicted time of the rest
-    (the cost models: one CPU core; a GPU is faster by a factor not measured yet).
+    ``$SENSBOOK_PUBLISHED``; by its index, which a fetch has not confirmed yet: what does not
+    arrive or fails a check is computed, and :func:`run_experiment` says how many) and the
+    predicted time of the rest (the cost models: one CPU core; a GPU is faster by a factor not
+    measured yet).
+
+    It also sets up the notebook: the book's figure style (:func:`sensbook.pages.use_style`)
+    and one torch thread for the rest of the session (said on its first line). The book's
+    computations are small matrices, which more threads only slow down: with Colab's two
+    threads chapter 1 ran in 66 s against 17 s in one (issue 28).
     """
+    use_style()
+    torch.set_num_threads(1)
     sc = current_scale()
-    line = f"sensbook scale={sc!r} device={device()} torch={torch.__version__}"
+    line = f"sensbook scale={sc!r} device={device()} torch={torch.__version__} threads=1"
     if not names:
         return line
     exps = {e.name: e for n in names for e in select(n)}
     base = published_url()
     index = published_keys(base) if base else None
     n = here = site = todo = 0
-    seconds = 0.0
+    seconds = site_seconds = 0.0
     for e in exps.values():
         sweep = e.sweep(sc)
         st = Store(results_dir(), e.name, sweep.version)
@@ -183,6 +217,7 @@ def banner(*names: str) -> str:
                 here += 1
             elif key(c, sweep.version) in held:
                 site += 1
+                site_seconds += e.cost(c)
             else:
                 todo += 1
                 seconds += e.cost(c)
@@ -194,11 +229,13 @@ def banner(*names: str) -> str:
         where = f"{here} stored here, the published store ({base}) unreadable"
     else:
         where = f"{here} stored here, {site} in the published store ({base})"
-    if todo == 0:
-        cost = "nothing to compute" + (" (the published results arrive in seconds)" if site else "")
-    else:
-        cost = f"about {_minutes(seconds)} on one CPU core"
+    cost = "nothing to compute" if todo == 0 else f"about {_minutes(seconds)} on one CPU core"
     lines = [line, what, f"{where}, {todo} to compute: {cost}"]
+    if site:               # what the index lists is not yet fetched, nor checked
+        lines.append(f"(the {site} published are what its index lists, not yet fetched or "
+                     "checked: any that does not arrive or fails a check is computed here, about "
+                     f"{_minutes(site_seconds)} on one CPU core for all {site}, and the run "
+                     "says so)")
     if seconds > BANNER_LONG_SECONDS:
         lines += ["too long for one notebook session: compute them on a GPU or a cluster and",
                   "keep the store on a drive (the introduction, 'At paper scale')"]

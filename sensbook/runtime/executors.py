@@ -10,7 +10,8 @@ the command line) it hands them to
   configuration, with the partition, time limit, CPUs, GPUs and memory of one task and the
   number of tasks running at once (``array_parallelism``);
 * ``kind="local"``: submitit's local executor, the same jobs as subprocesses of this machine
-  (all started at once; for tests and small sweeps, no cluster needed).
+  (for tests and small sweeps, no cluster needed), in waves of at most as many jobs as the
+  machine holds (one per core and per ``WORKER_MB``, the process pool's bound).
 
 Every job runs :func:`sensbook.sweep._run_one`, the function the process pool runs, so a job
 stores its result in the same store (``out/<experiment>/<key>.json``; on a cluster ``out`` must
@@ -51,7 +52,7 @@ import time
 import warnings
 from dataclasses import dataclass
 
-from .store import MAX_RECORD_BYTES, pid_alive, process_start, read_regular
+from .store import MAX_RECORD_BYTES, UnsafeFile, pid_alive, process_start, read_regular
 
 KINDS = ("slurm", "local")
 STATES = ("stored", "queued", "running", "failed", "missing")
@@ -105,6 +106,22 @@ def _load_jobs(folder: pathlib.Path, problems: list | None = None) -> dict:
     return {k: e for k, e in jobs.items() if k not in bad}
 
 
+def _ready_jobs_file(folder: pathlib.Path) -> None:
+    """Before submitting: the folder exists and ``jobs.json`` can be replaced. Something at its
+    path that is not a regular file (a directory, a FIFO) is moved aside with a warning, as a
+    damaged record is; OSError naming it, before any job is submitted, when that fails."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "jobs.json"
+    if os.path.lexists(path) and not path.is_file():
+        aside = path.with_name(f"jobs.json.bad-{time.strftime('%Y%m%dT%H%M%S')}")
+        try:
+            os.replace(path, aside)
+        except OSError as e:
+            raise OSError(f"{path} is not a regular file and cannot be moved aside ({e}); no job "
+                          "was submitted") from None
+        warnings.warn(f"{path} was not a regular file; moved aside to {aside.name}", stacklevel=3)
+
+
 def _save_jobs(folder: pathlib.Path, jobs: dict) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=folder, prefix=".jobs.", suffix=".tmp")
@@ -146,11 +163,20 @@ def _alive(entry: dict) -> bool:
     return b"submitit" in cmdline
 
 
+#: The most bytes of a job's log read (its end), and of submitit's result file.
+MAX_LOG_BYTES = 1 << 16
+
+
 def _tail(path, lines=25) -> str:
+    """The last ``lines`` lines of a job's log: read only when a regular file, and only its
+    last ``MAX_LOG_BYTES`` (a FIFO or ``/dev/zero`` at its path is named, never read)."""
     try:
-        text = pathlib.Path(path).read_text(errors="replace")
+        data = read_regular(path, MAX_LOG_BYTES, tail=True)
+    except UnsafeFile as e:
+        return f"(its log {path} {e}: not read)"
     except OSError:
         return ""
+    text = data.decode(errors="replace")
     return "\n".join(text.rstrip().splitlines()[-lines:])
 
 
@@ -158,8 +184,7 @@ def _error(entry: dict) -> str:
     """What a finished job that stored nothing left behind: submitit's traceback, else the end
     of its stderr log."""
     try:
-        with open(entry["result"], "rb") as fh:
-            outcome, value = pickle.load(fh)
+        outcome, value = pickle.loads(read_regular(entry["result"], MAX_RECORD_BYTES))
     except (OSError, EOFError, pickle.UnpicklingError, ValueError, TypeError):
         outcome, value = None, None
     if outcome == "error":
@@ -272,6 +297,7 @@ class SubmititExecutor:
             raise ValueError(f"partition must be a non-empty name or None, got {self.partition!r}")
         self.submitted: list = []       # job ids of the last run()
         self.in_flight: list = []       # configurations already queued or running, not resubmitted
+        self.deferred: list = []        # local jobs left for the next run (wait=False)
 
     def _executor(self, folder: pathlib.Path, name: str):
         try:
@@ -306,11 +332,12 @@ class SubmititExecutor:
     def run(self, jobs: list) -> None:
         """Submit ``jobs`` (argument tuples of :func:`~sensbook.sweep._run_one`, all of one sweep)
         except those already queued or running; with ``wait``, return when each is stored and
-        raise :class:`SweepFailed` naming every one that failed, with its error."""
+        raise :class:`SweepFailed` naming every one that failed, with its error. Local jobs go
+        in waves no larger than the machine holds; without ``wait`` only the first wave is
+        submitted and the rest is listed in ``deferred``."""
         from .store import key
-        from .sweep import _run_one
 
-        self.submitted, self.in_flight = [], []
+        self.submitted, self.in_flight, self.deferred = [], [], []
         if not jobs:
             return
         root = pathlib.Path(jobs[0][0]).resolve()     # jobs may start in another folder
@@ -324,21 +351,39 @@ class SubmititExecutor:
         self.in_flight = [a[4] for a in jobs if key(a[4], version_) in live]
         if todo:
             ex = self._executor(folder, name)
-            submitted = ex.map_array(_run_one, *zip(*todo))
-            book = _load_jobs(folder)
-            for a, job in zip(todo, submitted):
-                book[key(a[4], version_)] = {
-                    "kind": self.kind, "job_id": str(job.job_id), "stdout": str(job.paths.stdout),
-                    "stderr": str(job.paths.stderr), "result": str(job.paths.result_pickle),
-                    "submitted": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
-                if self.kind == "local":             # a pid is reused: its start time is not
-                    book[key(a[4], version_)]["start"] = process_start(job.job_id)
-            _save_jobs(folder, book)
-            self.submitted = [str(j.job_id) for j in submitted]
+            _ready_jobs_file(folder)                 # before submitting, not after
+            at_once = len(todo)
+            if self.kind == "local":                 # this machine's processes: what it holds
+                from .sweep import bound_workers
+                at_once = bound_workers(len(todo), what=f"{len(todo)} submitit-local jobs at once")
+            for i in range(0, len(todo), at_once):   # in waves of at most at_once jobs
+                if i and not self.wait:
+                    self.deferred = [a[4] for a in todo[i:]]
+                    break
+                if i:
+                    self._wait(root, name, version_, [a[4] for a in todo[i - at_once:i]],
+                               check=False)
+                self._submit(ex, folder, todo[i:i + at_once], version_)
         if self.wait:
             self._wait(root, name, version_, configs)
 
-    def _wait(self, root, name, version_, configs):
+    def _submit(self, ex, folder, todo, version_):
+        from .store import key
+        from .sweep import _run_one
+
+        submitted = ex.map_array(_run_one, *zip(*todo))
+        book = _load_jobs(folder)
+        for a, job in zip(todo, submitted):
+            book[key(a[4], version_)] = {
+                "kind": self.kind, "job_id": str(job.job_id), "stdout": str(job.paths.stdout),
+                "stderr": str(job.paths.stderr), "result": str(job.paths.result_pickle),
+                "submitted": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+            if self.kind == "local":                 # a pid is reused: its start time is not
+                book[key(a[4], version_)]["start"] = process_start(job.job_id)
+        _save_jobs(folder, book)
+        self.submitted += [str(j.job_id) for j in submitted]
+
+    def _wait(self, root, name, version_, configs, check=True):
         from ..settings import progress
 
         bar = progress(total=len(configs), desc=f"{self.kind} {name}")
@@ -352,6 +397,8 @@ class SubmititExecutor:
                 time.sleep(self.poll_s)
         finally:
             bar.close()
+        if not check:
+            return
         if any(s.state != "stored" for s in states):     # a shared file system may show a
             time.sleep(min(10.0, 5 * self.poll_s))       # finished job's file a little late
             states = status(root, name, version_, configs)

@@ -25,7 +25,7 @@ The network is used only where a reader runs the book: in Colab, or where ``SENS
 is set: to the site's URL, to ``1`` (the URL below), or to ``0`` (never, even in Colab). CI and
 local builds never touch the network.
 
-    python -m sensbook.runtime.published results/    # write results/index.json (publishing)
+    python -m sensbook.runtime index results/    # write results/index.json (publishing)
 """
 from __future__ import annotations
 
@@ -125,22 +125,30 @@ _index_cache: dict = {}
 
 def published_keys(base: str, timeout: float | None = None):
     """``{experiment: set of keys}`` of the published store at ``base`` (its index.json, read
-    once per process), or None when the site has no index or cannot be reached."""
+    once per process), or None when the site has no index, cannot be reached, or its index is
+    not one (not JSON, nested too deep, not ``{"experiments": {name: [key, ...]}}``). Read as a
+    record is (:func:`fetch`): ``timeout`` seconds to connect and between reads (default
+    ``FETCH_TIMEOUT``), ``FETCH_BUDGET`` seconds in all, at most ``MAX_INDEX_BYTES``. What the
+    index lists is what the site says it holds, not what it serves: each record is fetched
+    and checked when it is needed."""
     if base not in _index_cache:
         url = urllib.parse.urljoin(base, f"results/{INDEX}")
-        req = urllib.request.Request(url, headers={"User-Agent": "sensbook"})
         try:
-            with urllib.request.urlopen(req, timeout=timeout or FETCH_TIMEOUT) as r:
-                exps = json.loads(r.read(MAX_INDEX_BYTES).decode())["experiments"]
+            index = fetch(url, timeout=timeout, limit=MAX_INDEX_BYTES)
+            exps = index["experiments"]
+            if not all(isinstance(v, list) and all(isinstance(k, str) for k in v)
+                       for v in exps.values()):
+                raise TypeError("an index lists keys (strings) per experiment")
             _index_cache[base] = {str(k): set(v) for k, v in exps.items()}
-        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        except (Unreachable, Refused, KeyError, TypeError, AttributeError):
             _index_cache[base] = None
     return _index_cache[base]
 
 
 #: Seconds to connect to the site, and the most seconds between two reads of a record.
 FETCH_TIMEOUT = 10.0
-#: Seconds all the fetches of one experiment (:func:`fetch_missing`) may take together.
+#: Seconds all the fetches of one experiment (:func:`fetch_missing`) may take together; the
+#: index (:func:`published_keys`) has as long again.
 FETCH_BUDGET = 60.0
 
 
@@ -156,17 +164,19 @@ def record_url(base: str, name: str, key: str) -> str:
     return urllib.parse.urljoin(base, f"results/{urllib.parse.quote(name)}/{key}.json")
 
 
-def fetch(url: str, deadline: float | None = None, timeout: float | None = None):
+def fetch(url: str, deadline: float | None = None, timeout: float | None = None,
+          limit: int | None = None):
     """The published record at ``url`` (parsed JSON), or None if the site has none (HTTP 404).
     :class:`Unreachable` when the site cannot answer in time (``timeout`` seconds to connect and
     between reads, default ``FETCH_TIMEOUT``; all by ``deadline``, a ``time.monotonic()``
-    value) or fails; :class:`Refused` when the record is larger than ``MAX_RECORD_BYTES`` or
-    is not JSON."""
+    value, default ``FETCH_BUDGET`` from now) or fails; :class:`Refused` when the body is
+    larger than ``limit`` (default ``MAX_RECORD_BYTES``) or is not standard JSON
+    (:func:`~sensbook.runtime.store.parse_record`: nesting bounded, no NaN)."""
     from . import store as _store
 
     timeout = FETCH_TIMEOUT if timeout is None else timeout
     deadline = time.monotonic() + FETCH_BUDGET if deadline is None else deadline
-    limit = _store.MAX_RECORD_BYTES
+    limit = _store.MAX_RECORD_BYTES if limit is None else limit
     left = lambda: deadline - time.monotonic()
     if left() <= 0:
         raise Unreachable(f"the time budget of {FETCH_BUDGET:g} s for fetching is spent")
@@ -204,19 +214,23 @@ def fetch(url: str, deadline: float | None = None, timeout: float | None = None)
 def fetch_missing(sweep, out, base: str | None = None) -> tuple:
     """Copy into the local store ``out`` every published result of ``sweep`` that ``out`` lacks
     and that passes the checks of a local record. Returns ``(copied, base URL or None,
-    refused)``; with no published site (see :func:`published_url`) nothing is fetched. When the
-    site has an index (:func:`published_keys`) only the keys it lists are requested. A refused
-    record is named (its URL and what is wrong) in one line on stderr; a site that cannot answer
-    in time stops the fetching with one line. What is missing is then computed as usual."""
+    refused, absent)``; with no published site (see :func:`published_url`) nothing is fetched.
+    When the site has an index (:func:`published_keys`) only the keys it lists are requested;
+    ``absent`` counts those it lists but does not serve (HTTP 404: a stale index), said in one
+    line. A refused record is named (its URL and what is wrong) in one line on stderr; a site
+    that cannot answer in time stops the fetching with one line. What is missing is then
+    computed as usual."""
     from .store import Store, check_record, key
 
     base = published_url() if base is None else base
     if base is None:
-        return 0, None, 0
+        return 0, None, 0, 0
     store = Store(out, sweep.name, sweep.version)
     missing = [c for c in sweep.configs if store.record(c) is None]
+    if missing:
+        store.check_writable()               # an OSError naming the folder, before any fetch
     index = published_keys(base) if missing else None
-    copied = refused = 0
+    copied = refused = absent = 0
     deadline = time.monotonic() + FETCH_BUDGET
     for c in missing:
         k = key(c, store.version)
@@ -237,12 +251,14 @@ def fetch_missing(sweep, out, base: str | None = None) -> tuple:
                   file=sys.stderr)
             refused += 1
             continue
-        if rec is not None:
-            store.put(rec, published=base)
-            copied += 1
-    return copied, base, refused
+        if rec is None:
+            absent += index is not None
+            continue
+        store.put(rec, published=base)
+        copied += 1
+    if absent:
+        print(f"[the index of the published store ({base}) lists {absent} result(s) of "
+              f"{sweep.name} that the site does not serve (a stale index); computing them here]",
+              file=sys.stderr)
+    return copied, base, refused, absent
 
-
-if __name__ == "__main__":
-    for folder in sys.argv[1:] or ["results"]:
-        print(f"wrote {write_index(folder)}")

@@ -35,8 +35,9 @@ from ..settings import VERSION
 
 _PACKAGE = pathlib.Path(__file__).resolve().parents[1]
 # Top-level modules that compute nothing a result depends on (the public names, the command
-# line); every other top-level module (the instruments and settings) is part of every key.
-_NOT_FINGERPRINTED = ("__init__.py", "cli.py")
+# line, how pages look); every other top-level module (the instruments and settings) is part
+# of every key.
+_NOT_FINGERPRINTED = ("__init__.py", "cli.py", "pages.py")
 
 
 def fingerprinted_files(runner: str | None = None) -> list:
@@ -87,16 +88,14 @@ def results_dir() -> pathlib.Path:
 
     The book's root is the nearest folder at or above the working directory holding
     ``_toc.yml`` (so a chapter executed in ``book/`` and ``sensbook sweep`` run at the root use
-    the same, git-ignored, ``results/``); elsewhere (e.g. Colab) ``./results``.
+    the same, git-ignored, ``results/``); elsewhere (e.g. Colab) the working directory. A
+    relative ``$SENSBOOK_RESULTS`` (``paper-results``) is relative to that root too, so the
+    sweep and the chapters' kernels (which run in ``book/``) read one store.
     """
-    env = os.environ.get("SENSBOOK_RESULTS")
-    if env:
-        return pathlib.Path(env)
     here = pathlib.Path.cwd()
-    for d in (here, *here.parents):
-        if (d / "_toc.yml").is_file():
-            return d / "results"
-    return here / "results"
+    root = next((d for d in (here, *here.parents) if (d / "_toc.yml").is_file()), here)
+    env = os.environ.get("SENSBOOK_RESULTS")
+    return root / pathlib.Path(env).expanduser() if env else root / "results"
 
 
 #: Seconds between heartbeats of a claim (its file's mtime is touched while computing).
@@ -142,11 +141,12 @@ def read_capped(read, limit: int, before_read=None) -> tuple:
     return b"".join(chunks), n > limit
 
 
-def read_regular(path, limit: int, inside=None) -> bytes:
+def read_regular(path, limit: int, inside=None, tail: bool = False) -> bytes:
     """The bytes of ``path`` when it is a regular file (or a link to one) of at most ``limit``
     bytes, and, with ``inside``, when it resolves to a path inside that folder; otherwise
     :class:`UnsafeFile` saying what it is. Never blocks on a FIFO (opened non-blocking) and
-    never reads more than ``limit + 1`` bytes (``/dev/zero`` is refused, not read)."""
+    never reads more than ``limit + 1`` bytes (``/dev/zero`` is refused, not read). With
+    ``tail``, a longer file gives its last ``limit`` bytes (a log's end)."""
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     try:
         st = os.fstat(fd)
@@ -160,9 +160,13 @@ def read_regular(path, limit: int, inside=None) -> bytes:
             real, root = os.path.realpath(path), os.path.realpath(inside)
             if os.path.commonpath([real, root]) != root:
                 raise UnsafeFile(f"links out of the store (to {real})")
-        if st.st_size > limit:
+        if tail and st.st_size > limit:
+            os.lseek(fd, st.st_size - limit, os.SEEK_SET)
+        elif st.st_size > limit:
             raise UnsafeFile(f"is {st.st_size} bytes, over the limit of {limit}")
         data, over = read_capped(lambda k: os.read(fd, k), limit)
+        if tail:
+            return data[-limit:]
         if over:
             raise UnsafeFile(f"grows past the limit of {limit} bytes")
         return data
@@ -212,12 +216,44 @@ def check_record(rec, version_: str, key_: str, config) -> str | None:
     return problem
 
 
+#: The deepest nesting of lists and objects a record (or the published index) may have: the
+#: book's records are a few levels deep; a deeper one would overflow the stack of whatever
+#: reads it next (its checksum, its configuration's canonical form).
+MAX_RECORD_DEPTH = 64
+
+
+def _nan(token):
+    raise ValueError(f"is not standard JSON (it holds {token})")
+
+
+def json_depth(value) -> int:
+    """How deeply lists and objects nest in ``value`` (a scalar: 0), without recursion."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        v, d = stack.pop()
+        items = v.values() if isinstance(v, dict) else v if isinstance(v, list) else None
+        if items is not None:
+            deepest = max(deepest, d)
+            stack.extend((x, d + 1) for x in items)
+    return deepest
+
+
 def parse_record(data: bytes):
-    """A record file's bytes as JSON; ValueError (with what is wrong) otherwise."""
+    """A record file's bytes as standard JSON (no NaN or Infinity, at most
+    ``MAX_RECORD_DEPTH`` levels deep); ValueError (with what is wrong) otherwise."""
+    limit = f"is nested deeper than the limit of {MAX_RECORD_DEPTH} levels"
     try:
-        return json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError, RecursionError) as e:
+        rec = json.loads(data.decode("utf-8"), parse_constant=_nan)
+    except RecursionError:
+        raise ValueError(f"{limit} (too deep to parse)") from None
+    except (UnicodeDecodeError, ValueError) as e:
+        if str(e).startswith("is not standard JSON"):
+            raise ValueError(str(e)) from None
         raise ValueError(f"is not JSON ({type(e).__name__}: {str(e)[:120]})") from None
+    depth = json_depth(rec)
+    if depth > MAX_RECORD_DEPTH:
+        raise ValueError(f"{limit} ({depth} levels)")
+    return rec
 
 
 def process_start(pid) -> str | None:
@@ -281,7 +317,7 @@ class Claim:
             return {}, mtime
         try:
             owner = json.loads(text)
-        except ValueError:
+        except (ValueError, RecursionError):
             owner = {}
         return (owner if isinstance(owner, dict) else {}), mtime
 
@@ -471,6 +507,12 @@ class Store:
     def check_writable(self):
         """Before computing anything: the folder can be created and written (a probe file is
         written, fsynced and deleted) and has at least ``MIN_FREE_BYTES`` free."""
+        for d in (self.folder, *self.folder.parents):       # the nearest path that exists
+            if os.path.lexists(d):
+                if not d.is_dir():
+                    raise OSError(f"the results folder {self.folder} is not writable: {d} is "
+                                  "a file, not a folder; nothing was computed")
+                break
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(dir=self.folder, prefix=".probe.", suffix=".tmp")

@@ -27,7 +27,7 @@ import warnings
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 
-from ..settings import device, progress as _progress
+from ..settings import device, one_thread, progress as _progress
 from . import store as _store
 from .store import Claim, Claimed, Store, canonical, results_dir, version
 
@@ -159,18 +159,21 @@ def _cores() -> int:
         return os.cpu_count() or 1
 
 
-def bound_workers(workers: int, devices=()) -> int:
-    """``workers`` cut to what this machine holds: at most one per core (or per device, when
-    ``devices`` are given) and at most one per ``WORKER_MB`` of available memory; a
-    ``UserWarning`` says so when the request is cut."""
+def bound_workers(workers: int, devices=(), what: str | None = None) -> int:
+    """``workers`` cut to what this machine holds: at most one per core (or per accelerator
+    entry, when ``devices`` name GPUs: ``cpu`` entries add no core) and at most one per
+    ``WORKER_MB`` of available memory; a ``UserWarning`` says so when the request is cut
+    (``what``: how it names the request, default ``workers=N``)."""
     cores, mem = _cores(), _available_mb()
     by_mem = max(1, int(mem // WORKER_MB))
-    limit = min(max(cores, len(devices)), by_mem)
+    gpus = [d for d in devices if not str(d).strip().lower().startswith("cpu")]
+    limit = min(max(cores, len(gpus)), by_mem)
     if workers <= limit:
         return workers
     why = (f"{cores} core(s)" if limit < by_mem else
            f"{mem / 1024:.1f} GiB of memory available ({WORKER_MB} MB per worker)")
-    warnings.warn(f"workers={workers} cut to {limit}: this machine has {why}", stacklevel=3)
+    warnings.warn(f"{what or f'workers={workers}'} cut to {limit}: this machine has {why}",
+                  stacklevel=3)
     return limit
 
 
@@ -318,8 +321,9 @@ def run_sweep(sweep: Sweep, out=None, *, workers: int = 1, progress: bool = True
         if workers > 1 and (len(todo) > 1 or devices):
             workers = min(bound_workers(workers, devices), max(len(todo), len(devices)))
         if workers == 1 or (len(todo) <= 1 and not devices):
-            for i in todo:
-                take(i, _attempt(*args(i)))
+            with one_thread():
+                for i in todo:
+                    take(i, _attempt(*args(i)))
         else:
             _pool([(i, args(i)) for i in todo], lambda i, fut: take(i, fut.result()),
                   workers=workers, devices=devices, mp_context=mp_context, stores=[store])
@@ -327,8 +331,9 @@ def run_sweep(sweep: Sweep, out=None, *, workers: int = 1, progress: bool = True
             _say_waiting(sweep.name, [(sweep.configs[i], c) for i, c in pending], said)
             time.sleep(_store.CLAIM_POLL)
             waiting, pending[:] = list(pending), []
-            for i, _ in waiting:
-                take(i, _attempt(*args(i)))
+            with one_thread():
+                for i, _ in waiting:
+                    take(i, _attempt(*args(i)))
     finally:
         bar.close()
     return results, stats
@@ -372,7 +377,8 @@ def run_pool(sweeps, out=None, *, workers: int = 1, progress: bool = True,
 
     def attempt_here(name, args):
         try:
-            take(name, args, _attempt(*args))
+            with one_thread():
+                take(name, args, _attempt(*args))
         except Exception as err:            # noqa: BLE001 - reported with its configuration
             failed.append((name, args[4], err))
 

@@ -35,7 +35,9 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 VENV = ROOT / ".colab-venv"
 #: Colab's versions (2026) of what a chapter imports besides torch and sensbook.
 PINS = ("pip==24.1.2", "ipywidgets==7.7.1", "numpy==2.0.2", "matplotlib==3.10.0",
-        "ipykernel==6.17.1", "ipython==7.34.0", "tqdm==4.67.1")
+        "ipykernel==6.17.1", "ipython==7.34.0", "tqdm==4.67.1",
+        # "Profile your own model" (book/ch8_own_model.md)
+        "scikit-learn==1.6.1", "transformers==4.57.1")
 #: torch and the packages torch itself imports, linked from the running environment.
 TORCH = ("torch", "torchgen", "functorch", "filelock", "typing_extensions", "sympy", "mpmath",
          "networkx", "jinja2", "markupsafe", "fsspec")
@@ -99,7 +101,7 @@ def fresh_runtime(venv: pathlib.Path, where: pathlib.Path) -> pathlib.Path:
 def wheel(colab_venv, tmp_path_factory) -> pathlib.Path:
     """A wheel of the checkout's package (built from a copy, so the checkout stays clean)."""
     src = tmp_path_factory.mktemp("src")
-    for name in ("pyproject.toml", "README.md"):
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
         shutil.copy(ROOT / name, src / name)
     shutil.copytree(ROOT / "sensbook", src / "sensbook",
                     ignore=shutil.ignore_patterns("__pycache__"))
@@ -115,26 +117,42 @@ def share(i: int) -> str:
 
 
 @pytest.fixture(scope="session")
-def ci_store() -> pathlib.Path:
-    """The checkout's ``ci`` results (``make chapters`` stores them; the missing are computed)."""
+def chapters(request) -> list:
+    """The chapters (``ch1`` ... ) of the notebooks this session runs (``-k ch1_sensitivity``
+    runs one notebook and needs only its chapter's results)."""
+    names = {item.callspec.params["ipynb"].stem.split("_")[0] for item in request.session.items
+             if hasattr(item, "callspec") and "ipynb" in item.callspec.params}
+    return sorted(names)
+
+
+def _experiments(chapters):
+    from sensbook.experiments import registry
+
+    return [e for e in registry().values() if e.chapter in chapters]
+
+
+@pytest.fixture(scope="session")
+def ci_store(chapters) -> pathlib.Path:
+    """The checkout's ``ci`` results of those chapters (``make chapters`` stores them; the
+    missing are computed)."""
     out = ROOT / "results"
     env = dict(os.environ, OMP_NUM_THREADS="1", SENSBOOK_PROGRESS="0", PYTHONPATH=str(ROOT))
     with locked(ROOT / ".colab-venv.lock"):
-        subprocess.run([sys.executable, "-m", "sensbook.cli", "sweep", "all", "--scale", SCALE,
-                        "--workers", "2", "--out", str(out)], check=True, env=env,
-                       stdout=subprocess.DEVNULL)
+        for chapter in chapters:
+            subprocess.run([sys.executable, "-m", "sensbook.cli", "sweep", chapter, "--scale",
+                            SCALE, "--workers", "2", "--out", str(out)], check=True, env=env,
+                           stdout=subprocess.DEVNULL)
     return out
 
 
 @pytest.fixture(scope="session")
-def published_site(ci_store, tmp_path_factory):
+def published_site(ci_store, chapters, tmp_path_factory):
     """(base URL, folder): a third of every experiment's ci results, served on 127.0.0.1."""
-    from sensbook.experiments import registry
     from sensbook.runtime.published import write_index
     from sensbook.runtime.store import Store
 
     folder = tmp_path_factory.mktemp("site")
-    for e in registry().values():
+    for e in _experiments(chapters):
         sweep = e.sweep(SCALE)
         store = Store(ci_store, e.name, sweep.version)
         for i, c in enumerate(sweep.configs):
@@ -158,12 +176,11 @@ def published_site(ci_store, tmp_path_factory):
         server.server_close()
 
 
-def seed_local_store(ci_store: pathlib.Path, out: pathlib.Path) -> None:
+def seed_local_store(ci_store: pathlib.Path, out: pathlib.Path, chapters) -> None:
     """The notebook's own store (``./results`` of its working folder): another third."""
-    from sensbook.experiments import registry
     from sensbook.runtime.store import Store
 
-    for e in registry().values():
+    for e in _experiments(chapters):
         sweep = e.sweep(SCALE)
         store = Store(ci_store, e.name, sweep.version)
         for i, c in enumerate(sweep.configs):

@@ -10,6 +10,11 @@ at ``ci`` scale. Then the notebook's first lines are held to what happened:
   now; these are also the counts the test put there (a third each);
 * the predicted computing time is within a factor :data:`TIME_FACTOR` of the CPU seconds the
   computed configurations took (their stored ``cpu_seconds``), once it is long enough to time;
+* the kernels start with Colab's default thread count (:data:`COLAB_THREADS`), not one: the
+  notebook's first output sets one thread and says so (the book's small matrices are fastest
+  so), torch must still have one after Run all, and the configurations the notebook computed
+  must have run in one thread (the cost models are one-thread CPU seconds);
+* no cell writes to stderr (the pages drop stderr; a Colab reader sees it);
 * every progress bar belongs to a cell that ran for at least ``PROGRESS_DELAY`` seconds;
 * every widget callback runs at its slowest setting (sliders at their maximum, every option of
   every menu) in the same kernel; the CPU seconds of the slowest call must stay within
@@ -35,8 +40,10 @@ from .conftest import ROOT, SCALE, fresh_runtime, kernel_spec, seed_local_store,
 
 NOTEBOOKS = sorted((ROOT / "book").glob("ch*.ipynb"))
 REPORT = ROOT / "_build" / "colab-run"
+#: torch's thread count in a Colab runtime (two vCPUs): the kernels here start with it.
+COLAB_THREADS = 2
 #: Predicted and measured computing time may differ by this factor (the cost models are fitted
-#: on ci runs of one thread; kernels here run one thread, on a machine that may be busy).
+#: on ci runs of one thread, and configurations compute in one thread; the machine may be busy).
 TIME_FACTOR = 4.0
 #: Predictions below this many seconds are not timed (import and first-call overheads dominate).
 TIME_FLOOR = 5.0
@@ -69,6 +76,8 @@ def _slowest(c):
     if isinstance(c, _w.FloatLogSlider):
         return [c.base ** c.max]
     return [c.max] if hasattr(c, "max") else [c.value]
+import torch as _torch
+_threads_after_run = _torch.get_num_threads()
 _found = getattr(_w.Widget, "widgets", None) or getattr(_w.widgets.widget, "_instances", {})
 _out = []
 for _iw in [w for w in list(_found.values()) if isinstance(w, _w.interactive)]:
@@ -87,7 +96,7 @@ for _iw in [w for w in list(_found.values()) if isinstance(w, _w.interactive)]:
                      wall_s=round(_worst[1], 3), setting=_worst[2],
                      manual=bool(getattr(_iw, "manual", False)),
                      continuous=[getattr(c, "continuous_update", None) for c in _iw.kwargs_widgets]))
-print("WIDGET-PROBE " + _json.dumps(_out))
+print("WIDGET-PROBE " + _json.dumps(dict(widgets=_out, threads=_threads_after_run)))
 '''
 
 
@@ -106,9 +115,15 @@ def _seconds(cell) -> float:
     return (parse(b) - parse(a)).total_seconds()
 
 
+def _stderr(cell) -> str:
+    return "".join(o.get("text", "") for o in cell.get("outputs", [])
+                   if o.get("output_type") == "stream" and o.get("name") == "stderr")
+
+
 def _bars(cell) -> int:
-    """Progress bars shown by a cell: widget outputs of a cell that makes no interact()."""
-    if "interact" in cell.source:
+    """Progress bars shown by a cell: widget outputs of a cell that makes no interact() (nor
+    sb.explore(), which is interact in a kernel)."""
+    if "interact" in cell.source or "sb.explore(" in cell.source:
         return 0
     return sum("application/vnd.jupyter.widget-view+json" in o.get("data", {})
                for o in cell.get("outputs", []))
@@ -120,7 +135,7 @@ def test_there_are_committed_notebooks():
 
 @pytest.mark.parametrize("ipynb", NOTEBOOKS, ids=lambda p: p.stem)
 def test_notebook_runs_in_a_colab_like_runtime_as_its_banner_says(
-        ipynb, colab_venv, wheel, ci_store, published_site, tmp_path):
+        ipynb, colab_venv, wheel, ci_store, published_site, chapters, tmp_path):
     from sensbook.experiments import get
     from sensbook.runtime.store import Store
     from sensbook.settings import PROGRESS_DELAY
@@ -132,13 +147,13 @@ def test_notebook_runs_in_a_colab_like_runtime_as_its_banner_says(
     install.source = re.sub(r"spec = '[^']*'", f"spec = 'sensbook @ {wheel.as_uri()}'",
                             install.source)
     work = tmp_path / "content"                       # the clean working folder (Colab's)
-    seed_local_store(ci_store, work / "results")
+    seed_local_store(ci_store, work / "results", chapters)
     runtime = fresh_runtime(colab_venv, tmp_path / "runtime")
     name = kernel_spec(runtime, tmp_path / "kernels")
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("SENSBOOK_", "COLAB_", "PYTHON", "VIRTUAL_ENV", "MPLBACKEND"))}
     env.update(SENSBOOK_SCALE=SCALE, SENSBOOK_PUBLISHED=base, COLAB_RELEASE_TAG="colab-like",
-               OMP_NUM_THREADS="1", PYDEVD_DISABLE_FILE_VALIDATION="1")
+               OMP_NUM_THREADS=str(COLAB_THREADS), PYDEVD_DISABLE_FILE_VALIDATION="1")
     km = KernelManager(kernel_name=name,
                        kernel_spec_manager=KernelSpecManager(kernel_dirs=[str(tmp_path / "kernels")]))
     client = NotebookClient(nb, km=km, timeout=1200, resources={"metadata": {"path": str(work)}})
@@ -152,7 +167,8 @@ def test_notebook_runs_in_a_colab_like_runtime_as_its_banner_says(
         nb.cells.append(probe)
         client.execute_cell(probe, len(nb.cells) - 1)
     total_s = time.perf_counter() - t0
-    widgets = json.loads(_text(probe).split("WIDGET-PROBE ", 1)[1])
+    probed = json.loads(_text(probe).split("WIDGET-PROBE ", 1)[1])
+    widgets = probed["widgets"]
     nb.cells.pop()
     code = [c for c in nb.cells if c.cell_type == "code"]
     problems = []
@@ -161,9 +177,25 @@ def test_notebook_runs_in_a_colab_like_runtime_as_its_banner_says(
     if not _text(code[0]).startswith(f"installed sensbook ") or wheel.name not in _text(code[0]):
         problems.append(f"install cell printed {_text(code[0])!r}")
 
+    # torch's threads: the runtime starts with Colab's; the banner sets one, and says so
+    if probed["threads"] != 1 or " threads=1\n" not in _text(code[1]):
+        problems.append(f"after Run all torch computes with {probed['threads']} threads (the "
+                        f"runtime started with {COLAB_THREADS}); the banner said "
+                        f"{_text(code[1]).splitlines()[:1]}")
+
+    # nothing on stderr: warnings that are expected are silenced where they arise
+    problems += [f"code cell {i} wrote to stderr: {_stderr(c)[:300]!r}"
+                 for i, c in enumerate(code) if _stderr(c)]
+
     # the banner against the run
     text = "\n".join(_text(c) for c in code)
     m = BANNER.search(text)
+    if m is None and "sb.banner()" in "\n".join(c.source for c in code):
+        # a chapter that reads no stored experiment (its banner names none): it read none
+        assert not READ.search(text), f"{ipynb.name} reads experiments its banner omits"
+        assert f"sensbook scale={SCALE!r}" in text, f"{ipynb.name}: no scale line:\n{text[:500]}"
+        assert not problems, problems
+        return
     assert m, f"{ipynb.name}: no banner in the output:\n{text[:2000]}"
     named = [n.strip() for n in m["names"].split(",")]
     reads = {}
@@ -187,7 +219,7 @@ def test_notebook_runs_in_a_colab_like_runtime_as_its_banner_says(
 
     # the predicted computing time against the CPU seconds of what was computed
     predicted = float(m["t"]) * UNIT[m["unit"]] if m["t"] else 0.0
-    measured = 0.0
+    measured = wall = 0.0
     for n in named:
         e = get(n)
         store = Store(work / "results", n, e.sweep(SCALE).version)
@@ -196,6 +228,10 @@ def test_notebook_runs_in_a_colab_like_runtime_as_its_banner_says(
                 rec = store.record(c)
                 assert rec is not None and "published" not in rec["meta"], (n, c)
                 measured += rec["meta"]["cpu_seconds"]
+                wall += rec["meta"]["seconds"]
+                if rec["meta"].get("threads") != 1:
+                    problems.append(f"{n} {c}: computed with {rec['meta'].get('threads')} "
+                                    "threads (the cost models are of one thread)")
     if max(predicted, measured) >= TIME_FLOOR and not (
             predicted / TIME_FACTOR <= measured <= predicted * TIME_FACTOR):
         problems.append(f"predicted {predicted:.1f} s of computing, measured {measured:.1f} CPU s")
@@ -214,6 +250,7 @@ def test_notebook_runs_in_a_colab_like_runtime_as_its_banner_says(
         notebook=ipynb.name, scale=SCALE, run_seconds=round(run_s, 1),
         total_seconds=round(total_s, 1), experiments=named, banner=said,
         predicted_compute_s=predicted, measured_compute_cpu_s=round(measured, 2),
+        measured_compute_wall_s=round(wall, 2), threads=COLAB_THREADS,
         progress_bars=bars, widgets=widgets,
         slowest_cells=sorted(((round(_seconds(c), 2), i) for i, c in enumerate(code)),
                              reverse=True)[:5]), indent=1) + "\n")

@@ -100,3 +100,33 @@ def test_the_intro_states_each_chapters_paper_cost_as_the_cost_models_predict():
     intro = (ROOT / "book" / "intro.md").read_text(encoding="utf-8")
     table = intro.split("(paper-cost)=\n", 1)[1].split("\n\n", 1)[0].splitlines()[2:]
     assert table == _paper_rows(), "\n".join(["update book/intro.md:"] + _paper_rows())
+
+
+def test_in_colab_run_all_stops_before_what_outlives_the_runtime(tmp_path, monkeypatch):
+    """Issue 28: at `paper` scale Run all walked into a 22-hour cell. In Colab an experiment
+    whose missing configurations are predicted past a runtime's lifetime stops with a message,
+    computing nothing, unless the reader opts in ($SENSBOOK_LONG_RUNS=1)."""
+    import sensbook.experiments as ex
+    from sensbook.experiments import EXPERIMENTS, Experiment, registry
+
+    registry()
+    hours = ex.COLAB_LIFETIME_SECONDS / 3600
+    exp = Experiment("test.long", lambda scale: [{"i": i, "tag": scale} for i in range(2)],
+                     "tests.runtime.test_sweep:fake", lambda c: ex.COLAB_LIFETIME_SECONDS * 0.6)
+    monkeypatch.setitem(EXPERIMENTS, exp.name, exp)
+    monkeypatch.setenv("SENSBOOK_PUBLISHED", "0")
+    monkeypatch.setattr(ex, "in_colab", lambda: True)
+    monkeypatch.delenv("SENSBOOK_LONG_RUNS", raising=False)
+    with pytest.raises(RuntimeError, match=f"longer than a Colab runtime lives \\({hours:.0f} h\\).*SENSBOOK_LONG_RUNS"):
+        ex.run_experiment("test.long", "ci", tmp_path, progress=False)
+    assert not list(tmp_path.rglob("*.json"))                  # nothing computed
+    # one configuration stored: the rest fits a runtime, and is computed
+    ex.run_sweep(exp.sweep("ci").__class__("test.long", exp.configs("ci")[:1], exp.runner),
+                 tmp_path, progress=False)
+    assert len(ex.run_experiment("test.long", "ci", tmp_path, progress=False)) == 2
+    # outside Colab, or opted in, nothing stops
+    monkeypatch.setenv("SENSBOOK_LONG_RUNS", "1")
+    ex.run_experiment("test.long", "ci", tmp_path / "b", progress=False)
+    monkeypatch.delenv("SENSBOOK_LONG_RUNS")
+    monkeypatch.setattr(ex, "in_colab", lambda: False)
+    ex.run_experiment("test.long", "ci", tmp_path / "c", progress=False)

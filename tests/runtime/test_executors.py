@@ -1,6 +1,7 @@
 """The cluster executors (sensbook/executors.py) through submitit's local executor: the same
 jobs, bookkeeping and status as on Slurm (tests/runtime/test_slurm.py runs them on a real cluster)."""
 import json
+import time
 
 import pytest
 
@@ -222,3 +223,87 @@ def test_status_of_slurm_jobs_without_a_reachable_controller(tmp_path, monkeypat
     assert "could not read: the Slurm queue cannot be read" in out and why in out
     with pytest.raises(RuntimeError, match=why):        # a sweep does not resubmit blindly
         status(tmp_path, exp.name, exp.sweep("ci").version, exp.configs("ci"))
+
+
+# ---- issue 30: bounded local jobs, logs read as regular files, bookkeeping before submitting
+def test_local_jobs_run_no_more_at_once_than_the_machine_holds(tmp_path, monkeypatch, capsys):
+    import sensbook.runtime.executors as ex_mod
+    import sensbook.runtime.sweep as sweep_mod
+    monkeypatch.setattr(sweep_mod, "_cores", lambda: 2, raising=False)
+    monkeypatch.setattr(sweep_mod, "_available_mb", lambda: 10**6, raising=False)
+    waves, submit = [], SubmititExecutor._submit
+
+    def watched(self, ex, folder, todo, version_):     # what runs when a wave is submitted
+        busy = [s for s in status(tmp_path, "fake", version_, sweep(5).configs)
+                if s.state in ("queued", "running")]
+        waves.append((len(todo), len(busy)))
+        submit(self, ex, folder, todo, version_)
+
+    monkeypatch.setattr(ex_mod.SubmititExecutor, "_submit", watched, raising=False)
+    ex = SubmititExecutor("local", time=10, poll_s=0.2)
+    with pytest.warns(UserWarning, match="5 submitit-local jobs at once cut to 2: this machine "
+                                         "has 2 core"):
+        _, stats = sb.run_sweep(sweep(5), tmp_path, progress=False, executor=ex)
+    assert stats["computed"] == 5 and len(ex.submitted) == 5
+    assert waves == [(2, 0), (2, 0), (1, 0)]
+    # without waiting, only what may run at once is submitted; the rest is said
+    fake_experiment(monkeypatch, n=3)
+    with pytest.warns(UserWarning, match="3 submitit-local jobs at once cut to 2"):
+        assert main(["sweep", "test.fake", "--scale", "ci", "--out", str(tmp_path / "b"),
+                     "--executor", "submitit-local", "--no-wait"]) == 0
+    assert "(2 jobs submitted, 0 already queued or running; see --status); 1 not submitted " \
+           "(no more local jobs at once than this machine holds)" in capsys.readouterr().out
+    sw = fake_experiment(monkeypatch, n=3).sweep("ci")
+    for _ in range(600):                    # let the two jobs finish (bounded)
+        states = status(tmp_path / "b", sw.name, sw.version, sw.configs)
+        if summary(states).startswith("stored 2"):
+            break
+        time.sleep(0.1)
+    assert summary(states) == "stored 2, queued 0, running 0, failed 0, missing 1"
+
+
+def test_a_jobs_file_that_is_a_directory_is_moved_aside_before_submitting(tmp_path):
+    book = tmp_path / ".submitit" / "fake" / "jobs.json"
+    book.mkdir(parents=True)
+    ex = SubmititExecutor("local", time=10, poll_s=0.2)
+    with pytest.warns(UserWarning, match="jobs.json was not a regular file; moved aside"):
+        _, stats = sb.run_sweep(sweep(2), tmp_path, progress=False, executor=ex)
+    assert stats["computed"] == 2 and len(json.loads(book.read_text())) == 2
+    assert [p.name[:13] for p in book.parent.glob("jobs.json.bad-*")] == ["jobs.json.bad"]
+
+
+@pytest.mark.parametrize("what", ["fifo", "dev-zero"])
+def test_a_job_log_that_is_a_fifo_or_a_device_is_named_not_read(tmp_path, what):
+    import os
+    import threading
+    from sensbook.runtime.executors import bookkeeping
+    sw = sweep(1)
+    folder = bookkeeping(tmp_path, "fake")
+    folder.mkdir(parents=True)
+    log, result = folder / "job.err", folder / "job.pkl"
+    if what == "fifo":
+        os.mkfifo(log)
+        os.mkfifo(result)
+    else:
+        log.symlink_to("/dev/zero")
+        result.symlink_to("/dev/zero")
+    entry = {"kind": "local", "job_id": "999999999", "start": "1", "stdout": str(log),
+             "stderr": str(log), "result": str(result)}             # a job long gone
+    (folder / "jobs.json").write_text(json.dumps({sb.key(sw.configs[0], sw.version): entry}))
+    got = []
+    t = threading.Thread(target=lambda: got.append(status(tmp_path, "fake", sw.version,
+                                                          sw.configs, [])), daemon=True)
+    t.start()
+    t.join(30)                              # a regression must fail, not hang the suite
+    try:
+        assert not t.is_alive(), "status is still reading the job's log"
+    finally:
+        for p in (log, result):             # let a reader blocked on a FIFO go (a regression)
+            if what == "fifo" and t.is_alive():
+                try:
+                    os.close(os.open(p, os.O_WRONLY | os.O_NONBLOCK))
+                except OSError:             # no reader on this one
+                    pass
+    [s] = got[0]
+    kind = "a FIFO" if what == "fifo" else "a device"
+    assert s.state == "failed" and f"is {kind}, not a regular file: not read" in s.error

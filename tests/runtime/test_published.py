@@ -3,6 +3,8 @@ here a local http.server on 127.0.0.1), computes only the rest, and says which i
 network outside Colab unless SENSBOOK_PUBLISHED asks for it. And the publish workflow ships the
 book-scale store with the site."""
 import functools
+import os
+import pathlib
 import http.server
 import json
 import re
@@ -82,6 +84,15 @@ def test_a_chapter_reads_published_results_and_computes_only_the_rest(tmp_path, 
     assert len(requested) == 5
 
 
+def banner_at(scale, name):
+    """``sb.banner(name)`` at ``scale`` (the scale set back afterwards)."""
+    sb.set_scale(scale)
+    try:
+        return sb.banner(name)
+    finally:
+        sb.set_scale(None)
+
+
 def test_the_banner_says_what_is_stored_published_and_to_compute(tmp_path, site, monkeypatch,
                                                                 capsys):
     """The first line a notebook prints: what is stored here, what the published store holds
@@ -98,15 +109,14 @@ def test_the_banner_says_what_is_stored_published_and_to_compute(tmp_path, site,
     sb.run_sweep(sweep(exp.name, cfgs[:1], exp.runner), tmp_path / "reader", progress=False)
     monkeypatch.setenv("SENSBOOK_PUBLISHED", base)
     monkeypatch.setenv("SENSBOOK_RESULTS", str(tmp_path / "reader"))
-    sb.set_scale("book")
-    try:
-        text = sb.banner(exp.name)
-    finally:
-        sb.set_scale(None)
+    text = banner_at("book", exp.name)
     assert text.splitlines()[1:] == [
         "this notebook reads 1 experiment (5 configurations at this scale): test.fake",
         f"1 stored here, 2 in the published store ({base}), 2 to compute: "
-        "about 0 s on one CPU core"]
+        "about 0 s on one CPU core",
+        "(the 2 published are what its index lists, not yet fetched or checked: any that does "
+        "not arrive or fails a check is computed here, about 0 s on one CPU core for all 2, and "
+        "the run says so)"]
     assert requested == ["/book/results/index.json"]
     (tmp_path / "log").unlink(missing_ok=True)
     sb.run_experiment(exp.name, "book", tmp_path / "reader", progress=False)
@@ -206,7 +216,7 @@ def test_publish_runs_the_book_scale_experiments_and_ships_the_store():
     assert sweep < build < ship < upload
     assert at(r"_config\.yml") < sweep           # the repository URL is checked first
     assert ".submitit" in runs[ship]             # job bookkeeping is not published
-    assert "sensbook.runtime.published _build/html/results" in runs[ship]      # its index.json
+    assert "sensbook.runtime index _build/html/results" in runs[ship]      # its index.json
     cache = [s for s in steps if s.get("uses", "").startswith("actions/cache@")
              and s["with"]["path"] == "results"]
     assert len(cache) == 1 and "hashFiles('sensbook/**'" in cache[0]["with"]["key"]
@@ -304,8 +314,15 @@ def test_published_records_are_verified_as_local_ones_and_never_resigned(tmp_pat
     (lambda r: json.dumps(resign(dict(r, result=None))).encode(), "has a null result"),
     (lambda r: b"\xff\xfe{", "is not JSON (UnicodeDecodeError"),
     (lambda r: b"[1, 2]", "holds a JSON list, not a record"),
-    (lambda r: b"[" * 100_000, "is not JSON (RecursionError"),
+    (lambda r: b"[" * 100_000, "is nested deeper than the limit of 64 levels"),
     (lambda r: json.dumps(dict(r, config={"x": float("nan")})).encode(), "is not standard JSON"),
+    # issue 30: meta is validated like the result; nesting is bounded before anything recurses
+    (lambda r: json.dumps(dict(r, meta=dict(r["meta"], seconds=float("nan")))).encode(),
+     "is not standard JSON (it holds NaN)"),
+    (lambda r: json.dumps(dict(r, meta=dict(r["meta"], seconds=float("inf")))).encode(),
+     "is not standard JSON (it holds Infinity)"),
+    (lambda r: deep(r, 990), "is nested deeper than the limit of 64 levels"),
+    (lambda r: deep(r, 65, "meta"), "is nested deeper than the limit of 64 levels (66 levels)"),
 ])
 def test_a_malformed_published_record_is_skipped_counted_and_computed(tmp_path, hostile,
                                                                       monkeypatch, capsys, body,
@@ -323,21 +340,29 @@ def test_a_malformed_published_record_is_skipped_counted_and_computed(tmp_path, 
     assert "1 published record(s) refused" in out.out
 
 
+def deep(rec, depth, field="result"):
+    """``rec`` as bytes with ``field`` replaced by lists nested ``depth`` deep."""
+    return json.dumps(dict(rec, **{field: "@@"})).replace(
+        '"@@"', "[" * depth + "]" * depth).encode()
+
+
+def trickle(h, count):
+    """A site's answer that trickles: a byte every 20 ms, 300 at most (6 s)."""
+    h.send_response(200)
+    h.send_header("Content-Length", "100000")
+    h.end_headers()
+    for _ in range(300):
+        h.wfile.write(b" ")
+        h.wfile.flush()
+        count(1)
+        time.sleep(0.02)
+
+
 def test_a_trickling_site_hits_the_deadline_and_the_rest_is_computed(tmp_path, hostile,
                                                                       monkeypatch, capsys):
     base, answers, sent = hostile
     exp = fake_experiment(monkeypatch, n=2)
     keys, recs, _ = published_records(tmp_path, exp)
-
-    def trickle(h, count):                  # a byte every 20 ms, 300 at most (6 s)
-        h.send_response(200)
-        h.send_header("Content-Length", "100000")
-        h.end_headers()
-        for _ in range(300):
-            h.wfile.write(b" ")
-            h.wfile.flush()
-            count(1)
-            time.sleep(0.02)
 
     answers[keys[0]] = trickle
     answers[keys[1]] = json.dumps(recs[1]).encode()
@@ -380,3 +405,97 @@ def test_an_endless_or_huge_record_is_refused_at_the_byte_limit(tmp_path, hostil
     assert "1 from the published store" in out.out and "1 published record(s) refused" in out.out
     time.sleep(0.2)
     assert sent[keys[0]] < 128 * 65536      # not read to the end
+
+
+def test_a_published_fetch_into_a_store_that_is_a_file_names_it_before_fetching(tmp_path, site,
+                                                                                monkeypatch):
+    folder, base, requested = site
+    exp = fake_experiment(monkeypatch, n=2)
+    sb.run_sweep(exp.sweep("book"), tmp_path / "publisher", progress=False)
+    publish(tmp_path / "publisher", exp.name, folder)
+    monkeypatch.setenv("SENSBOOK_PUBLISHED", base)
+    (tmp_path / "file").write_text("")
+    with pytest.raises(OSError, match="is a file, not a folder; nothing was computed"):
+        sb.run_experiment(exp.name, "book", tmp_path / "file", progress=False)
+    assert requested == []
+
+
+# ---- issue 30: the published index (a promise, not a fetch), bounded like a record ---------
+def test_an_index_that_lists_what_the_site_lacks_is_no_promise_and_the_run_says_so(
+        tmp_path, hostile, monkeypatch, capsys):
+    base, answers, _ = hostile
+    exp = fake_experiment(monkeypatch, n=3)
+    keys, recs, _ = published_records(tmp_path, exp)
+    answers["index"] = json.dumps({"experiments": {exp.name: keys}}).encode()
+    answers[keys[0]] = json.dumps(recs[0]).encode()          # the site serves only the first
+    monkeypatch.setenv("SENSBOOK_RESULTS", str(tmp_path / "reader"))
+    monkeypatch.setenv("FAKE_LOG", str(tmp_path / "log"))
+    text = banner_at("ci", exp.name)
+    lines = text.splitlines()
+    assert lines[2] == f"0 stored here, 3 in the published store ({base}), 0 to compute: " \
+                       "nothing to compute"
+    assert "arrive in seconds" not in text and "not yet fetched or checked" in lines[3]
+    res = sb.run_experiment(exp.name, "ci", tmp_path / "reader", progress=False)
+    assert res == [{"square": i * i, "tag": "ci"} for i in range(3)]
+    assert sorted(calls(tmp_path / "log")) == [1, 2]
+    out = capsys.readouterr()
+    assert f"lists 2 result(s) of {exp.name} that the site does not serve (a stale index)" in out.err
+    assert f"1 from the published store ({base}), 2 computed now; 2 listed in the published " \
+           "index but not on the site, computed here]" in out.out
+
+
+@pytest.mark.parametrize("answer", ["trickle", "deep", "nan", "a list of keys"])
+def test_an_index_that_trickles_or_is_malformed_is_unreadable_not_a_hang_or_a_crash(
+        tmp_path, hostile, monkeypatch, capsys, answer):
+    base, answers, sent = hostile
+    exp = fake_experiment(monkeypatch, n=2)
+    keys, recs, _ = published_records(tmp_path, exp)
+
+    answers["index"] = {"trickle": trickle, "deep": b"[" * 100_000,
+                        "nan": b'{"experiments": {"test.fake": NaN}}',
+                        "a list of keys": json.dumps({"experiments": keys}).encode()}[answer]
+    answers[keys[0]] = json.dumps(recs[0]).encode()
+    monkeypatch.setattr(pub, "FETCH_BUDGET", 0.5, raising=False)
+    monkeypatch.setattr(pub, "FETCH_TIMEOUT", 0.3, raising=False)
+    monkeypatch.setenv("SENSBOOK_RESULTS", str(tmp_path / "reader"))
+    text = banner_at("ci", exp.name)
+    assert f"0 stored here, the published store ({base}) unreadable, 2 to compute" in text
+    if answer == "trickle":
+        time.sleep(0.2)
+        assert sent["index"] < 300          # the client hung up at the deadline
+    # no index: every missing key is asked for, what the site serves is used
+    res = sb.run_experiment(exp.name, "ci", tmp_path / "reader", progress=False)
+    assert res == [{"square": i * i, "tag": "ci"} for i in range(2)]
+    assert "1 from the published store" in capsys.readouterr().out
+
+
+def test_a_local_record_nested_too_deep_is_set_aside_not_a_crash(tmp_path, monkeypatch, capsys):
+    from sensbook.cli import main
+    exp = fake_experiment(monkeypatch, n=2)
+    keys, recs, sw_ = published_records(tmp_path, exp)
+    path = sb.Store(tmp_path / "publisher", exp.name, sw_.version).path(sw_.configs[0])
+    path.write_bytes(deep(recs[0], 990, "meta"))
+    assert main(["sweep", exp.name, "--scale", "ci", "--out", str(tmp_path / "publisher"),
+                 "--status"]) == 0
+    assert "1/2 stored" in capsys.readouterr().out
+    path.write_bytes(deep(recs[0], 990, "meta"))
+    with pytest.warns(UserWarning, match="deeper than the limit of 64 levels.*; moved aside"):
+        res = sb.run_experiment(exp.name, "ci", tmp_path / "publisher", progress=False)
+    assert res == [{"square": i * i, "tag": "ci"} for i in range(2)]
+    assert "1 read from the store, 1 computed now" in capsys.readouterr().out
+
+
+def test_the_index_command_writes_the_index_without_warnings(tmp_path):
+    """Issue 28: `python -m sensbook.runtime.published DIR` printed a RuntimeWarning (the module
+    is imported by `import sensbook` before runpy runs it); the publish step's command is clean."""
+    import subprocess
+    import sys
+
+    folder = tmp_path / "results" / "ch1.random_functions"
+    folder.mkdir(parents=True)
+    env = dict(os.environ, PYTHONPATH=str(pathlib.Path(__file__).resolve().parents[2]))
+    done = subprocess.run([sys.executable, "-W", "error::RuntimeWarning", "-m", "sensbook.runtime",
+                           "index", str(tmp_path / "results")], capture_output=True, text=True,
+                          env=env)
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    assert (tmp_path / "results" / "index.json").is_file() and "wrote" in done.stdout

@@ -418,3 +418,38 @@ def test_editor_lock_files_in_the_package_neither_crash_nor_change_the_key(tmp_p
     assert bounded(sw.version) == clean
     (pkg / "model.py").write_text((pkg / "model.py").read_text() + "\n# edited\n")
     assert sw.version() != clean                             # the modules still count
+
+
+# ---- issue 30: one store for the sweep and the chapters, a relative $SENSBOOK_RESULTS included
+def test_a_relative_results_folder_is_the_same_from_the_root_and_from_book(tmp_path,
+                                                                           monkeypatch):
+    (tmp_path / "_toc.yml").write_text("root: intro\n")
+    (tmp_path / "book").mkdir()
+    sweep = sb.Sweep("rel", [{"i": 2}], "tests.runtime.test_store:logged")
+    monkeypatch.setenv("SENSBOOK_RESULTS", "paper-results")
+    monkeypatch.chdir(tmp_path)                            # `sensbook sweep` at the root
+    assert sb.results_dir() == tmp_path / "paper-results"
+    sb.run_sweep(sweep, progress=False)
+    monkeypatch.chdir(tmp_path / "book")                   # a chapter's kernel runs in book/
+    assert sb.results_dir() == tmp_path / "paper-results"
+    assert sb.run_sweep(sweep, progress=False, compute=False)[1]["stored"] == 1
+    monkeypatch.setenv("SENSBOOK_RESULTS", str(tmp_path / "abs"))   # absolute: as given
+    assert sb.results_dir() == tmp_path / "abs"
+    monkeypatch.delenv("SENSBOOK_RESULTS")
+    assert sb.results_dir() == tmp_path / "results"
+
+
+@pytest.mark.parametrize("command", [["sweep", "test.fake", "--scale", "ci"], ["calibrate", "test.fake"],
+                                     ["sweep", "test.fake", "--scale", "ci", "--workers", "2"]])
+def test_a_store_that_is_a_file_is_one_line_and_nothing_computed(command, tmp_path, monkeypatch,
+                                                                  capsys):
+    """Issue 30: `--out FILE` was a traceback ending in OSError (calibrate: after computing)."""
+    from tests.runtime.test_executors import fake_experiment
+    fake_experiment(monkeypatch, n=3)
+    monkeypatch.setenv("FAKE_LOG", str(tmp_path / "log"))
+    (tmp_path / "file").write_text("not a folder")
+    assert main(command + ["--out", str(tmp_path / "file")]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert f"{tmp_path / 'file'} is a file, not a folder; nothing was computed" in err
+    assert not (tmp_path / "log").exists()

@@ -227,7 +227,7 @@ def test_key_covers_the_instruments_and_the_runners_chapter_only():
               "constructions.py", "settings.py", "experiments/ch6.py", "experiments/__init__.py"):
         assert m in ch6_files
     # the command line, the runtime and the other chapters' experiments are not in ch6's key
-    assert not {"cli.py", "__init__.py", "experiments/ch2.py"} & ch6_files
+    assert not {"cli.py", "__init__.py", "pages.py", "experiments/ch2.py"} & ch6_files
     assert not any(f.startswith("runtime/") for f in ch6_files)
     assert files() == {f for f in ch6_files if "/" not in f}
     v = sensbook.runtime.store.version
@@ -241,6 +241,26 @@ def test_stored_results_record_device_and_seconds(tmp_path):
     assert rec["result"] == r and rec["meta"]["device"] in ("cpu", "cuda")
     assert rec["meta"]["seconds"] >= 0 and rec["meta"]["torch"]
 
+
+
+def test_in_process_configurations_compute_in_one_thread_and_the_setting_is_restored(tmp_path):
+    """Issue 28: a notebook's kernel (Colab: two threads) computes its configurations in one
+    thread, as the cost models assume, and gets its own setting back afterwards."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        sb.run_sweep(sweep(2), tmp_path, progress=False)
+        assert torch.get_num_threads() == 2
+        threads = [sb.Store(tmp_path, "fake").record({"i": i, "tag": "a"})["meta"]["threads"]
+                   for i in range(2)]
+        assert threads == [1, 1]
+        sb.experiments.run_pool([(sweep(3, tag="b"), lambda c: 1.0)], tmp_path, progress=False)
+        assert torch.get_num_threads() == 2
+        assert sb.Store(tmp_path, "fake").record({"i": 2, "tag": "b"})["meta"]["threads"] == 1
+    finally:
+        torch.set_num_threads(before)
 
 
 
@@ -345,6 +365,28 @@ def test_workers_are_bounded_by_cores_and_memory_with_a_warning(tmp_path, monkey
     assert FakePool.sizes == [2]
 
 
+@pytest.mark.parametrize("name", ["mps", "xpu", "meta"])
+def test_a_device_this_machine_lacks_is_refused_not_recorded(name, tmp_path, monkeypatch, capsys):
+    """Issue 30: mps / xpu / meta were accepted and results stored as computed on them."""
+    import torch
+    if name != "meta" and sb.settings._available(name):
+        pytest.skip(f"this machine has {name}")
+    monkeypatch.setenv("SENSBOOK_DEVICE", name)
+    with pytest.raises(ValueError, match=f"SENSBOOK_DEVICE='{name}': a '{name}' device .*"
+                                         "allowed here: cpu"):
+        sb.run_sweep(sweep(2), tmp_path, progress=False)
+    assert not snapshot(tmp_path / "fake")
+    monkeypatch.delenv("SENSBOOK_DEVICE")
+    with pytest.raises(ValueError, match=f"device='{name}'"):
+        sb.Recognizer(device=name)
+    from tests.runtime.test_executors import fake_experiment
+    fake_experiment(monkeypatch, n=2)
+    assert main(["sweep", "test.fake", "--scale", "ci", "--out", str(tmp_path),
+                 "--device", name]) == 2
+    assert f"--device='{name}'" in capsys.readouterr().err
+    assert torch.device(name).type == name                 # torch itself knows the name
+
+
 def test_a_bad_sensbook_device_is_refused_where_it_is_read(tmp_path, monkeypatch, capsys):
     from tests.runtime.test_executors import fake_experiment
     monkeypatch.setenv("SENSBOOK_DEVICE", "banana")
@@ -377,3 +419,17 @@ def test_calibrate_always_computes_in_a_scratch_store(tmp_path, monkeypatch, cap
     assert main(["calibrate", exp.name, "--out", str(tmp_path / "new")]) == 0
     assert calls(log) == [0, 1, 0, 1]
     assert len(snapshot(tmp_path / "new" / exp.name)) == 2   # kept where --out says
+
+
+def test_cpu_devices_add_no_cores(tmp_path, monkeypatch):
+    """Issue 30: `--devices cpu,cpu,cpu,cpu,cpu` started 5 workers on 2 cores."""
+    import sensbook.runtime.sweep as sweep_mod
+    monkeypatch.setattr(sweep_mod, "ProcessPoolExecutor", FakePool)
+    monkeypatch.setattr(sweep_mod, "_cores", lambda: 2, raising=False)
+    monkeypatch.setattr(sweep_mod, "_available_mb", lambda: 10**6, raising=False)
+    FakePool.sizes = []
+    with pytest.warns(UserWarning, match="workers=5 cut to 2: this machine has 2 core"):
+        _, stats = sb.run_sweep(sweep(6), tmp_path, workers=5, devices=["cpu"] * 5,
+                                progress=False)
+    assert FakePool.sizes == [2] and stats["computed"] == 6
+    assert sweep_mod.bound_workers(4, ["cuda:0", "cuda:1", "cuda:2", "cuda:3"]) == 4   # GPUs do

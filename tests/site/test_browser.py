@@ -3,8 +3,12 @@
 For every HTML page: it loads with no failed local request, no request leaving 127.0.0.1 (the
 site must be complete offline) and no console error; every image is present and non-empty,
 and every figure of the source is on the page; where the source has math, every math element is
-typeset by MathJax without errors; where the source uses ipywidgets, the widgets render (from the
-self-hosted JavaScript); every Colab link opens a committed .ipynb of this repository; no raw
+typeset by MathJax without errors; no code or output block is wider than its column at 1280 px;
+the text of every figure is at least :data:`MIN_TEXT_PX` tall on the page (computed from the
+book's figure style, the cell's explicit font sizes, the figure's pixel width and its displayed
+width); every control on the page answers (moving it changes the figure or the text) or is
+visibly disabled with a line saying where it is live, and no live-kernel widget is left on the
+page, where it could not answer; every Colab link opens a committed .ipynb of this repository; no raw
 pipe-table text (a Markdown table shown as text) is visible. A full-page
 screenshot of each page goes to _build/site-test/screenshots/ (the workflows upload it).
 """
@@ -17,14 +21,58 @@ import jupytext
 import pytest
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
+import sensbook.pages as pages
+
 from .conftest import (CONFIG, HTML, SHOTS, VISIBLE_PROSE_JS, html_pages, prose_of, raw_tables, source_of,
                        toc_docnames, tracked_files)
 
 PAGES = html_pages()
 MATH = re.compile(r"\$[^$\n]+\$|\$\$|\{math\}|```\{math\}|\\\(|\\\[|\\begin\{")
-WIDGETS = re.compile(r"\binteract(_manual)?\(|\bipywidgets\b|\bwidgets\.\w+Slider\(")
 HIDDEN = {"remove-cell", "remove-output", "skip-execution"}
-SLIDERS = re.compile(r"\binteract(_manual)?\(|Slider\(")
+EXPLORE = re.compile(r"\bsb\.explore\(")
+#: The smallest text a figure may show at 1280 px (CSS pixels).
+MIN_TEXT_PX = 9.0
+FONTSIZE = re.compile(r"fontsize\s*=\s*([\d.]+)")
+
+# Every code and output block (and the prose's code blocks) that is wider than its box.
+OVERFLOW_JS = """() => [...document.querySelectorAll(
+    'div.cell_input pre, div.cell_output pre, div.cell_output .output, div.highlight pre, div.cell_output table')]
+  .filter(e => e.offsetParent !== null && e.scrollWidth > e.clientWidth + 1)
+  .map(e => [e.scrollWidth - e.clientWidth, (e.innerText || '').split('\\n')[0].slice(0, 80)])"""
+
+# Per code cell on the page: its images' [displayed width, natural width].
+CELL_IMAGES_JS = """() => [...document.querySelectorAll('div.cell')].map(c =>
+  [...c.querySelectorAll('img')].filter(i => i.naturalWidth > 0)
+    .map(i => [i.getBoundingClientRect().width, i.naturalWidth]))"""
+
+# Every explorer: move each enabled control to another value and see the figure or text change.
+EXPLORERS_JS = """() => [...document.querySelectorAll('.sensbook-explorer')].map(x => {
+  const state = () => [...x.querySelectorAll('img')].map(i => i.src).join('|')
+                      + (x.querySelector('pre.sx-text') || {}).textContent;
+  const fields = [...x.querySelectorAll('[data-i]')];
+  const moved = fields.map(f => {
+    if (f.disabled) return 'disabled';
+    const before = state(), old = f.value;
+    const n = f.tagName === 'SELECT' ? f.options.length : (+f.max + 1);
+    let changed = false;
+    for (let v = 0; v < n && !changed; v++) {
+      if (String(v) === old) continue;
+      f.value = String(v); f.dispatchEvent(new Event('input')); f.dispatchEvent(new Event('change'));
+      changed = state() !== before;
+    }
+    f.value = old; f.dispatchEvent(new Event('input'));
+    return changed ? 'answers' : 'dead';
+  });
+  return {live: x.classList.contains('sx-live'), moved: moved,
+          note: (x.querySelector('.sx-note') || {}).textContent || ''};
+})"""
+
+
+def figure_text_px(min_pt: float, displayed: float, natural: float) -> float:
+    """CSS pixels of text of ``min_pt`` points in a figure of ``natural`` pixels (at the style's
+    dpi) shown ``displayed`` pixels wide."""
+    dpi = pages.STYLE["figure.dpi"]
+    return min_pt * dpi / 72 * min(1.0, displayed / natural)
 
 
 def test_site_is_built(site):
@@ -110,18 +158,40 @@ def test_page(rel, browser, base_url):
             if page.locator("mjx-merror").count():
                 problems.append(f"MathJax errors: {page.locator('mjx-merror').all_inner_texts()[:3]}")
 
-        # Widgets: where the code uses ipywidgets, the static widgets render (sliders for interact).
-        if WIDGETS.search(code):
-            views = page.locator('script[type="application/vnd.jupyter.widget-view+json"]').count()
-            rendered = page.locator(".jupyter-widgets").count()
-            if views == 0:
-                problems.append("the source uses ipywidgets but the page embeds no widget view")
-            if rendered < views:
-                problems.append(f"{views} widget views embedded, {rendered} rendered")
-            if SLIDERS.search(code) and page.locator(".widget-slider").count() == 0:
-                problems.append("no slider rendered")
-            if "Error displaying widget" in page.inner_text("body"):
-                problems.append("a widget failed to display")
+        # Nothing scrolls sideways at 1280 px: code fits the column, printed lines wrap.
+        wide = page.evaluate(OVERFLOW_JS)
+        problems += [f"a block {d} px wider than its column: {t!r}" for d, t in wide]
+
+        # Figure text is legible: the smallest text of each figure, at its displayed size.
+        cells = page.evaluate(CELL_IMAGES_JS)
+        if nb is not None and len(cells) == len(shown_cells):
+            for cell, imgs in zip(shown_cells, cells):
+                pts = [float(x) for x in FONTSIZE.findall(cell.source)]
+                min_pt = min([pages.SMALLEST_PT, *pts])
+                for displayed, natural in imgs:
+                    px = figure_text_px(min_pt, displayed, natural)
+                    if px < MIN_TEXT_PX:
+                        problems.append(
+                            f"figure text {px:.1f} px at 1280 px (a {natural} px figure shown "
+                            f"{displayed:.0f} px wide, {min_pt:g} pt): {cell.source.splitlines()[0][:60]!r}")
+        elif nb is not None:
+            problems.append(f"{len(shown_cells)} code cells shown in the source, {len(cells)} on the page")
+
+        # Controls: every explorer's control answers, or is disabled and says where it is live;
+        # no kernel widget is left on the page (it would look live and not answer).
+        explorers = page.evaluate(EXPLORERS_JS)
+        calls = sum(len(EXPLORE.findall(c.source)) for c in shown_cells)
+        if len(explorers) != calls:
+            problems.append(f"{calls} explorers in the source, {len(explorers)} on the page")
+        for x in explorers:
+            if x["live"] and (set(x["moved"]) != {"disabled"} or "live" not in x["note"]):
+                problems.append(f"a live-only explorer whose controls are not all disabled or "
+                                f"that does not say where they are live: {x}")
+            if not x["live"] and "answers" not in x["moved"] or "dead" in x["moved"]:
+                problems.append(f"an explorer control that does not change the figure: {x}")
+        dead = page.locator(".jupyter-widgets input, .jupyter-widgets select, .widget-slider").count()
+        if dead:
+            problems.append(f"{dead} kernel widget controls on the page (they cannot answer here)")
 
         # Colab links open a committed notebook of this repository.
         repo = urlsplit(CONFIG["repository"]["url"]).path.strip("/")
@@ -160,3 +230,12 @@ def test_raw_table_detector():
     assert not raw_tables("the margin min|T| is below |x| for every x")
     assert not raw_tables("function\ts(f,x)\tprofile\nPARITY\tN for every x\tK_N = 2^N")
     assert not raw_tables("a || b and --- a dash")
+
+
+def test_figure_text_size_arithmetic():
+    """The legibility check itself (no site needed): ch1's old Fig. 1, a 14-inch strip of 9 pt
+    text shown in a 700 px column, lands at about 6 px and fails; a 6-inch figure shown at its
+    own size keeps 9 pt at 12.5 px."""
+    assert figure_text_px(9, 700, 1400) < MIN_TEXT_PX
+    assert abs(figure_text_px(9, 600, 600) - 12.5) < 1e-9
+    assert figure_text_px(9, 900, 600) == figure_text_px(9, 600, 600)    # never enlarged

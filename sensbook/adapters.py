@@ -1,0 +1,458 @@
+"""Adapters: a researcher's own model as the batched Boolean classifier the instruments take.
+
+The profiler (:func:`sensbook.sensitivity_profile`) calls a classifier on 0/1 strings of shape
+``(B, N)`` and reads what it returns as labels (bool) or as scores ``T`` whose **sign is the
+label** (``T > 0`` accepts). Models written elsewhere want something else: token ids, an
+attention mask, a ``ModelOutput`` with two-class ``.logits``, probabilities, ``eval()`` mode.
+:class:`TorchClassifier` does that glue for any ``torch.nn.Module`` (Hugging Face sequence
+classifiers included), :class:`SklearnClassifier` for a fitted scikit-learn estimator::
+
+    clf = sb.TorchClassifier(bert, tokens=(3, 4), prefix=[2])     # [CLS]=2, bit 0 -> 3, 1 -> 4
+    sb.sensitivity_profile(clf, 12)
+
+Both measure what one string costs in memory (:meth:`TorchClassifier.memory_per_string`), so
+the profiler's ``memory_mb`` budget holds for models the package has never seen.
+"""
+from __future__ import annotations
+
+import contextlib
+import inspect
+import warnings
+import weakref
+from typing import Callable, Sequence
+
+import numpy as np
+import torch
+from torch import nn
+
+from .settings import check_device
+
+__all__ = ["TorchClassifier", "SklearnClassifier", "measure_peak_bytes", "measure_resident_bytes"]
+
+#: Modules whose output depends on train/eval mode: a model holding one in training mode would
+#: be profiled with dropout on (a different random function at every call) or batch statistics.
+MODE_DEPENDENT = (nn.modules.dropout._DropoutNd, nn.modules.batchnorm._NormBase)
+
+#: Strings per memory probe, and the factors the measured peaks are multiplied by: the tensor
+#: count misses the allocator's rounding and fragmentation, the resident size its noise.
+PROBE_STRINGS, PROBE_FACTOR, RESIDENT_FACTOR = 8, 3, 2
+
+#: Hugging Face model types that pool a first ([CLS]) token, so ``pad_token_id`` never decides
+#: which position is read (decoder classifiers such as GPT-2 read the last non-pad token).
+ENCODERS = {"bert", "roberta", "distilbert", "albert", "electra", "deberta", "deberta-v2",
+            "xlm-roberta", "camembert", "mpnet", "modernbert"}
+
+
+def user_stacklevel() -> int:
+    """The ``stacklevel`` of a warning that points at the first caller outside sensbook and
+    torch (the line of the reader's code that asked for the profile)."""
+    import os
+    import sys
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    skip = (here, os.path.dirname(os.path.abspath(torch.__file__)))
+    frame, level = sys._getframe(1), 1
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(skip):
+        frame, level = frame.f_back, level + 1
+    return level
+
+
+def mode_dependent(model: nn.Module) -> list:
+    """Names of the submodules of ``model`` in training mode whose output depends on the mode
+    (dropout, batch norm): empty when the model computes one deterministic function."""
+    return [n or type(m).__name__ for n, m in model.named_modules()
+            if m.training and isinstance(m, MODE_DEPENDENT)]
+
+
+class _PeakTensors(torch.utils._python_dispatch.TorchDispatchMode):
+    """Counts the bytes of the tensors every operation allocates, while they live: the peak of
+    that count is the memory a forward pass needs beyond its inputs and parameters (any device)."""
+
+    def __init__(self):
+        super().__init__()
+        self.live = self.peak = 0
+        self.seen = {}
+
+    def _free(self, key):
+        entry = self.seen[key]
+        entry[1] -= 1
+        if entry[1] == 0:                   # the last tensor on this storage is gone
+            self.live -= entry[0]
+            del self.seen[key]
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        for t in torch.utils._pytree.tree_leaves(out):
+            if isinstance(t, torch.Tensor) and t.layout == torch.strided and t.numel():
+                key = (t.device, t.untyped_storage().data_ptr())
+                if key not in self.seen:
+                    self.seen[key] = [t.untyped_storage().nbytes(), 0]
+                    self.live += self.seen[key][0]
+                    self.peak = max(self.peak, self.live)
+                self.seen[key][1] += 1      # views share the storage: freed with the last
+                weakref.finalize(t, self._free, key)
+        return out
+
+
+def trim_memory() -> None:
+    """Give memory freed by earlier calls back to the system (glibc ``malloc_trim``): else the
+    allocator keeps it resident and the next phase adds to it, not reuses it."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None).malloc_trim(0)
+    except (OSError, AttributeError):                            # pragma: no cover - not glibc
+        pass
+
+
+def _kib(field: str) -> int:
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith(field))
+
+
+def measure_resident_bytes(fn: Callable, *args, device=None) -> int:
+    """What one call ``fn(*args)`` adds at its peak to the memory in use, measured: on CUDA the
+    allocator's peak above its start; on Linux the rise of the process's peak resident set
+    size (reset through ``/proc/self/clear_refs``), which sees the buffers of fused kernels that
+    no tensor count does; 0 where neither can be read. Call it after a warm-up call."""
+    if device is not None and torch.device(device).type == "cuda":
+        torch.cuda.synchronize(device)
+        base = torch.cuda.memory_allocated(device)
+        torch.cuda.reset_peak_memory_stats(device)
+        fn(*args)
+        torch.cuda.synchronize(device)
+        return max(0, torch.cuda.max_memory_allocated(device) - base)
+    try:
+        trim_memory()
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")                                # the peak RSS := the current RSS
+        base = _kib("VmRSS")
+        fn(*args)
+        return max(0, (_kib("VmHWM") - base) * 1024)
+    except (OSError, StopIteration, ValueError):           # not Linux, or not allowed
+        return 0
+
+
+def measure_peak_bytes(fn: Callable, *args) -> int:
+    """The peak bytes of the tensors ``fn(*args)`` allocates while they are alive (counted per
+    operation through a dispatch mode, on any device; parameters and inputs not counted)."""
+    counter = _PeakTensors()
+    with counter:
+        out = fn(*args)
+    del out
+    return counter.peak
+
+
+class TorchClassifier:
+    """A ``torch.nn.Module`` as a batched Boolean classifier: strings (B, N) -> scores (B,).
+
+    Parameters
+    ----------
+    model : torch.nn.Module
+        Any module; a Hugging Face ``*ForSequenceClassification`` works as it is.
+    tokens : (int, int), optional
+        Token ids of bit 0 and bit 1. Given, the model receives ``torch.long`` ids of shape
+        (B, len(prefix) + N + len(suffix)); else it receives the 0/1 strings as floats of
+        ``dtype`` (shape (B, N)).
+    prefix, suffix : sequence of int
+        Token ids put before / after every string (e.g. ``[CLS]``, an end-of-sequence token).
+    attention_mask : bool, optional
+        Pass ``attention_mask=`` (all ones) to the model; default: when ``tokens`` are given and
+        the model's ``forward`` takes an ``attention_mask``.
+    output : {"logits", "probability"} or callable
+        How to read the model's output (after taking ``.logits`` of a ``ModelOutput``, or the
+        first element of a tuple): ``"logits"`` (default) reads one logit per string (shape (B,)
+        or (B, 1)) as the score, and two-class logits (B, 2) as the logit difference
+        ``logits[:, positive] - logits[:, 1 - positive]``; ``"probability"`` reads
+        probabilities in [0, 1] as ``p - threshold``; a callable maps the output to scores (B,).
+    positive : {0, 1}
+        Which of two classes accepts (default 1).
+    threshold : float
+        The probability above which a string is accepted (``output="probability"``; default 0.5).
+    device, dtype : optional
+        Where the inputs go and their float dtype (default: the model's parameters').
+    train : {"eval", "error"}
+        A model in training mode with dropout or batch norm: ``"eval"`` (default) switches it to
+        ``eval()`` with a warning, ``"error"`` refuses it. Either way it is never profiled in
+        training mode (three runs of a BERT in train mode give three different profiles).
+
+    Notes
+    -----
+    Calls run under ``torch.no_grad()``. The scores keep the model's output dtype, so
+    ``margin="auto"`` sees a half-precision output for what it is (and refuses it:
+    :func:`sensbook.rounding_margin`). :meth:`memory_per_string` measures the memory of one
+    string on a probe of ``PROBE_STRINGS`` strings, so ``memory_mb`` budgets hold.
+    A Hugging Face decoder classifier (GPT-2) reads the last token that is not
+    ``config.pad_token_id``: when that is unset, it is set to an id the strings never use.
+    """
+
+    def __init__(self, model: nn.Module, *, tokens: Sequence[int] | None = None,
+                 prefix: Sequence[int] = (), suffix: Sequence[int] = (),
+                 attention_mask: bool | None = None, output: str | Callable = "logits",
+                 positive: int = 1, threshold: float = 0.5, device=None, dtype=None,
+                 train: str = "eval"):
+        if not isinstance(model, nn.Module):
+            raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}; a plain "
+                            "callable (B, N) -> scores needs no adapter: pass it to the profiler")
+        if train not in ("eval", "error"):
+            raise ValueError(f"train must be 'eval' or 'error', got {train!r}")
+        if not (callable(output) or output in ("logits", "probability")):
+            raise ValueError(f"output must be 'logits', 'probability' or a callable, got {output!r}")
+        if positive not in (0, 1) or isinstance(positive, bool):
+            raise ValueError(f"positive must be 0 or 1 (the class that accepts), got {positive!r}")
+        if not (isinstance(threshold, (int, float)) and not isinstance(threshold, bool)
+                and 0 < threshold < 1):
+            raise ValueError(f"threshold must be a probability in (0, 1), got {threshold!r}")
+        self.model, self.output, self.positive, self.threshold = model, output, positive, threshold
+        self.train = train
+        p = next(iter(model.parameters()), None)
+        self.device = check_device(device or (p.device if p is not None else "cpu"))
+        if dtype is None:
+            dtype = p.dtype if p is not None and p.is_floating_point() else torch.float32
+        if not (isinstance(dtype, torch.dtype) and dtype.is_floating_point):
+            raise ValueError(f"dtype must be a floating torch dtype (the dtype of float inputs; "
+                             f"token ids are always torch.long), got {dtype!r}")
+        self.dtype = dtype
+        if tokens is None:
+            if prefix or suffix:
+                raise ValueError("prefix and suffix are token ids: pass tokens=(id of 0, id of 1) too")
+            self.tokens = None
+        else:
+            ids = [self._id(t, "tokens") for t in tokens]
+            if len(ids) != 2 or ids[0] == ids[1]:
+                raise ValueError(f"tokens must be two different ids (bit 0, bit 1), got {tokens!r}")
+            self.tokens = torch.tensor(ids, device=self.device)
+        self.prefix = torch.tensor([self._id(t, "prefix") for t in prefix], dtype=torch.long,
+                                   device=self.device)
+        self.suffix = torch.tensor([self._id(t, "suffix") for t in suffix], dtype=torch.long,
+                                   device=self.device)
+        if attention_mask is None:
+            try:
+                params = inspect.signature(model.forward).parameters
+            except (TypeError, ValueError):
+                params = {}
+            attention_mask = self.tokens is not None and "attention_mask" in params
+        self.attention_mask = bool(attention_mask)
+        self._check_pad()
+        self._estimates = {}
+        self._check_mode(at_init=True)
+
+    @staticmethod
+    def _id(t, argument):
+        if isinstance(t, bool) or not isinstance(t, (int, np.integer)) or t < 0:
+            raise ValueError(f"each of {argument} must be a token id (an integer >= 0), got {t!r}")
+        return int(t)
+
+    def _used_ids(self) -> set:
+        if self.tokens is None:
+            return set()
+        return set(self.tokens.tolist()) | set(self.prefix.tolist()) | set(self.suffix.tolist())
+
+    def _check_pad(self):
+        """A decoder classifier reads the last token that is not the pad token: set an unused
+        pad id when there is none; refuse a pad id that the strings use."""
+        cfg = getattr(self.model, "config", None)
+        if cfg is None or not hasattr(cfg, "pad_token_id") or self.tokens is None:
+            return
+        used = self._used_ids()
+        if getattr(cfg, "model_type", None) in ENCODERS:
+            return
+        if cfg.pad_token_id is None:
+            vocab = getattr(cfg, "vocab_size", max(used) + 2)
+            free = [i for i in range(vocab - 1, -1, -1) if i not in used]
+            if not free:
+                raise ValueError("the model has no config.pad_token_id and every id is used by "
+                                 "the strings: set model.config.pad_token_id yourself")
+            cfg.pad_token_id = free[0]
+        elif cfg.pad_token_id in used:
+            raise ValueError(f"config.pad_token_id={cfg.pad_token_id} is one of the ids the "
+                             f"strings use ({sorted(used)}): a decoder classifier would read "
+                             "the wrong position; map the bits to other ids (tokens=...) or set "
+                             "model.config.pad_token_id to an unused id")
+
+    def _check_mode(self, at_init=False):
+        active = mode_dependent(self.model)
+        if not active:
+            return
+        what = f"{len(active)} dropout/batch-norm module(s), e.g. {active[0]!r}"
+        if self.train == "eval" and at_init:
+            warnings.warn(f"the model is in training mode ({what}); switched to model.eval() so "
+                          "that it computes one deterministic function", stacklevel=3)
+            self.model.eval()
+            return
+        raise ValueError(f"the model is in training mode ({what}): its profile would change from "
+                         "call to call. Call model.eval() first (sb.TorchClassifier(..., "
+                         "train='eval') does it for you)")
+
+    def inputs(self, x: torch.Tensor) -> tuple:
+        """What the model receives for the 0/1 strings ``x`` (B, N): ``(args, kwargs)``."""
+        if self.tokens is None:
+            return (x.to(device=self.device, dtype=self.dtype),), {}
+        bits = x.to(device=self.device).long()
+        ids = self.tokens[bits]
+        B = ids.shape[0]
+        ids = torch.cat([self.prefix.expand(B, -1), ids, self.suffix.expand(B, -1)], dim=1)
+        kw = {"attention_mask": torch.ones_like(ids)} if self.attention_mask else {}
+        return (ids,), kw
+
+    def scores(self, out) -> torch.Tensor:
+        """Scores (B,) from the model's raw output (see ``output``)."""
+        if hasattr(out, "logits"):
+            out = out.logits
+        elif isinstance(out, (tuple, list)) and out and isinstance(out[0], torch.Tensor):
+            out = out[0]
+        if callable(self.output):
+            return self.output(out)
+        if not isinstance(out, torch.Tensor):
+            raise TypeError(f"the model returned {type(out).__name__}, not a tensor, a ModelOutput "
+                            "with .logits or a tuple of tensors: pass output=callable mapping it "
+                            "to scores (B,)")
+        if out.dim() == 2 and out.shape[1] == 1:
+            out = out[:, 0]
+        if out.dim() == 2 and out.shape[1] == 2:
+            if self.output == "probability":
+                return out[:, self.positive] - self.threshold
+            return out[:, self.positive] - out[:, 1 - self.positive]
+        if out.dim() != 1:
+            raise ValueError(f"the model's output has shape {tuple(out.shape)}: a Boolean classifier "
+                             "needs one score (B,), one logit (B, 1) or two classes (B, 2); pass "
+                             "output=callable to pick the score of another output")
+        return out - self.threshold if self.output == "probability" else out
+
+    @torch.no_grad()
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        """Scores T (B,) of the strings ``x`` (B, N): positive accepts."""
+        self._check_mode()
+        args, kw = self.inputs(x)
+        return self.scores(self.model(*args, **kw))
+
+    def memory_per_string(self, N: int) -> int:
+        """Bytes one string of length N costs in a call, measured on a probe of
+        ``PROBE_STRINGS`` strings: the larger of the peak of the tensors the forward pass
+        allocates (:func:`measure_peak_bytes`, times ``PROBE_FACTOR``) and the memory the call
+        adds at its peak (:func:`measure_resident_bytes`, times ``RESIDENT_FACTOR``: fused
+        kernels such as PyTorch's encoder fast path allocate buffers no tensor count sees);
+        cached per N. The profilers size their chunks by it."""
+        if N not in self._estimates:
+            x = torch.zeros(PROBE_STRINGS, N)
+            x[::2] = 1
+            counted = PROBE_FACTOR * measure_peak_bytes(self, x)
+            resident = RESIDENT_FACTOR * measure_resident_bytes(self, x, device=self.device)
+            self._estimates[N] = int(max(counted, resident) / PROBE_STRINGS) + 1
+        return self._estimates[N]
+
+    def __repr__(self):
+        how = "floats" if self.tokens is None else f"tokens={self.tokens.tolist()}"
+        return f"TorchClassifier({type(self.model).__name__}, {how}, output={self.output!r})"
+
+
+class SklearnClassifier:
+    """A fitted scikit-learn classifier as a batched Boolean classifier (strings as features).
+
+    Parameters
+    ----------
+    estimator
+        A fitted binary classifier (``classes_`` of length 2).
+    method : {"auto", "decision_function", "predict_proba", "predict"}
+        ``decision_function`` scores (sign = label), ``predict_proba`` probabilities read as
+        ``p(positive) - threshold``, or ``predict`` labels; ``"auto"`` (default): the first the
+        estimator has, in that order.
+    positive : optional
+        The class that accepts (default ``classes_[1]``, which ``decision_function`` favours).
+    threshold : float
+        The probability above which a string is accepted (``predict_proba``; default 0.5).
+    """
+
+    METHODS = ("decision_function", "predict_proba", "predict")
+
+    def __init__(self, estimator, *, method: str = "auto", positive=None, threshold: float = 0.5):
+        classes = getattr(estimator, "classes_", None)
+        if classes is None:
+            raise ValueError(f"{type(estimator).__name__} is not fitted (it has no classes_): "
+                             "call .fit(X, y) first")
+        if len(classes) != 2:
+            raise ValueError(f"a Boolean classifier has two classes; {type(estimator).__name__} "
+                             f"has {len(classes)}: {list(classes)[:5]}")
+        if method == "auto":
+            method = next(m for m in self.METHODS if hasattr(estimator, m))
+        if method not in self.METHODS or not hasattr(estimator, method):
+            raise ValueError(f"method must be one of {self.METHODS} that the estimator has, got {method!r}")
+        if positive is None:
+            positive = classes[1]
+        if positive not in list(classes):
+            raise ValueError(f"positive must be one of the classes {list(classes)}, got {positive!r}")
+        if method == "decision_function" and positive != classes[1]:
+            raise ValueError("decision_function scores favour classes_[1]; with another positive "
+                             "class use method='predict_proba'")
+        if not (isinstance(threshold, (int, float)) and 0 < threshold < 1):
+            raise ValueError(f"threshold must be a probability in (0, 1), got {threshold!r}")
+        self.estimator, self.method, self.positive, self.threshold = (
+            estimator, method, positive, float(threshold))
+        self.column = list(classes).index(positive)
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        """Scores (B,) (float64; positive accepts) or labels (bool) of the strings ``x``."""
+        X = x.detach().cpu().double().numpy()
+        out = getattr(self.estimator, self.method)(X)
+        if self.method == "predict":
+            return torch.as_tensor(np.asarray(out) == self.positive)
+        if self.method == "predict_proba":
+            return torch.as_tensor(np.asarray(out, dtype=np.float64)[:, self.column] - self.threshold)
+        return torch.as_tensor(np.asarray(out, dtype=np.float64))
+
+    def memory_per_string(self, N: int) -> int:
+        """Bytes one string of length N costs: its float64 features and a few of its copies."""
+        return 4 * 8 * (N + 1)
+
+    def __repr__(self):
+        return f"SklearnClassifier({type(self.estimator).__name__}, method={self.method!r})"
+
+
+# ---- the profiler's boundary: errors that name the fix ---------------------------------------
+def check_mode(classifier) -> None:
+    """Refuse a module in training mode with dropout or batch norm (it would be profiled as a
+    different function at every call), naming the fix."""
+    if not isinstance(classifier, nn.Module):
+        return
+    active = mode_dependent(classifier)
+    if active:
+        raise ValueError(
+            f"the classifier is a module in training mode with {len(active)} dropout/batch-norm "
+            f"module(s) (e.g. {active[0]!r}): its profile would change from call to call. Call "
+            "model.eval() first, or wrap it: sb.TorchClassifier(model) switches it to eval()")
+
+
+@contextlib.contextmanager
+def explain_call(classifier, x):
+    """Re-raise the error of a module that embeds token ids and was given 0/1 floats, with the
+    adapter that fixes it."""
+    try:
+        yield
+    except (RuntimeError, TypeError, IndexError) as e:
+        if isinstance(classifier, nn.Module) and any(
+                isinstance(m, nn.Embedding) for m in classifier.modules()):
+            raise type(e)(f"{e}\n(the profiler passes 0/1 strings of shape (B, N) as {x.dtype}; "
+                          "a model that embeds token ids wants ids: wrap it in "
+                          "sb.TorchClassifier(model, tokens=(id of 0, id of 1)))") from e
+        raise
+
+
+def explain_output(out, B: int) -> None:
+    """Refuse, naming the fix, what a model returns that is not scores or labels (B,): a
+    ``ModelOutput``, a tuple, one logit (B, 1), two-class logits (B, 2), C classes."""
+    if hasattr(out, "logits") and not isinstance(out, torch.Tensor):
+        raise TypeError(f"the classifier returned a {type(out).__name__} (a Hugging Face "
+                        "ModelOutput?): return its scores, e.g. `out.logits[:, 1] - "
+                        "out.logits[:, 0]`, or wrap the model in sb.TorchClassifier(model)")
+    if isinstance(out, (tuple, list)) and out and isinstance(out[0], torch.Tensor):
+        raise TypeError(f"the classifier returned a {type(out).__name__} of tensors: return one "
+                        "tensor of scores (e.g. `out[0]`), or wrap the model in "
+                        "sb.TorchClassifier(model), which reads the first")
+    if isinstance(out, torch.Tensor) and out.dim() == 2 and out.shape[0] == B != out.shape[1]:
+        C = out.shape[1]
+        fix = ("one logit per string: return `out[:, 0]`" if C == 1 else
+               "two-class logits? return the logit difference `out[:, 1] - out[:, 0]` (its sign "
+               "is the label), or `out.argmax(-1) == 1` as bool labels" if C == 2 else
+               f"{C} classes: a Boolean classifier needs one score per string")
+        raise ValueError(f"the classifier returned shape {tuple(out.shape)} for B={B} strings: "
+                         f"{fix}; sb.TorchClassifier(model) does this for torch models")

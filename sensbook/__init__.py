@@ -28,6 +28,7 @@ from .boolean import (FIRST, MAJORITY, MAX_EXHAUSTIVE_N, PARITY, BooleanFunction
                       random_function, random_function_expected_profile, sparse_majority,
                       sparse_parity, strings, strings_to_index)
 from .constructions import (CONSTRUCTIONS, construction_parameters, first_transformer,
+                            first_hard_transformer, score_gap,
                             majority_transformer, parity_transformer)
 from .geometry import (Recognition, blowup_bound, danger_center, distinct_functions,
                        exceedance, exhaustive_influence, flip_bits, flip_influence,

@@ -31,8 +31,9 @@ import torch
 from .boolean import check_n
 from .model import Recognizer
 
-__all__ = ["parity_transformer", "first_transformer", "majority_transformer",
-           "construction_parameters", "CONSTRUCTIONS", "BUILDERS", "target"]
+__all__ = ["parity_transformer", "first_transformer", "first_hard_transformer",
+           "majority_transformer", "construction_parameters", "score_gap", "CONSTRUCTIONS",
+           "BUILDERS", "target"]
 
 
 class _Builder:
@@ -158,6 +159,38 @@ def _first_params():
     return B.p, 1
 
 
+def _first_hard_params():
+    """FIRST by hard attention: D = 12, L = 2, H = 1, F = 8, every parameter in [-1, 1].
+
+    The same architecture and coordinates as :func:`_first_params` (chapter 3's worst-case
+    search runs in it), but no O(1/N) signal and no need for eps = 0. Layer 1 does nothing (zero
+    weights: y^1 = LN(y^0)). Layer 2 attention, from eos: the query reads the eos token
+    (W_q rows te, te' = +-1 in every column, b_q = 1), the key reads the feature 1[n = 1]
+    (W_k rows f, f' = +-1 in every column). Position 1 gets the score
+    d_head (2 sqrt6 + 1) 2 sqrt3 / sqrt(d_head) ~ 71 (times the layer-norm scales at eps > 0),
+    every other position 0 (:func:`score_gap`): softmax puts weight 1 - O(N e^-71) on position
+    1 (hard attention) for every N far below e^71. The value reads t1 - t0 there, +-2 sqrt3 by
+    the sign of 2 x_1 - 1, into o; the layer-2 FFN erases te; the final LN and the readout give
+    T = 2 x_1 - 1 at eps = 0 (exactly, up to rounding and the e^-71 weights), and at eps > 0 a
+    T of the same sign whose size does not depend on N. Without the feature 1[n = 1]
+    (``mark_first=False``) every score is 0 and this is the uniform average.
+    """
+    B = _Builder(["t0", "t1", "te", "f", "s", "o"], L=2, H=1, F=8)
+    for row, c in enumerate(("t0", "t1", "te")):
+        B.write("tok", row, c, 1.0)
+    B.write("pos", 2, "f", 1.0)          # 1[n = 1]
+    Wq, Wk = B.p["layers.1.Wq"], B.p["layers.1.Wk"]
+    te, f, m = B.ix["te"], B.ix["f"], B.m
+    Wq[te], Wq[te + m] = 1.0, -1.0       # q = (2 sqrt6 + 1) in every column at eos
+    B.p["layers.1.bq"][:] = 1.0
+    Wk[f], Wk[f + m] = 1.0, -1.0         # k = 2 sqrt3 in every column at position 1, else 0
+    B.read("layers.1.Wv", "t1", 0, 1.0); B.read("layers.1.Wv", "t0", 0, -1.0)
+    B.write("layers.1.Wo", 0, "o", 1.0)
+    B.erase(1, ["te"], 0)                # only o is left at eos
+    B.readout()
+    return B.p, 1
+
+
 def _majority_params():
     """MAJORITY (N odd): D = 8, L = 1, H = 1, F = 6.
 
@@ -175,7 +208,8 @@ def _majority_params():
     return B.p, 1
 
 
-CONSTRUCTIONS = {"PARITY": _parity_params, "FIRST": _first_params, "MAJORITY": _majority_params}
+CONSTRUCTIONS = {"PARITY": _parity_params, "FIRST": _first_params, "MAJORITY": _majority_params,
+                 "FIRST_HARD": _first_hard_params}
 
 
 def construction_parameters(name: str) -> tuple[dict, int]:
@@ -185,13 +219,14 @@ def construction_parameters(name: str) -> tuple[dict, int]:
     return CONSTRUCTIONS[name]()
 
 
-def _build(name, N, eps, dtype, device):
+def _build(name, N, eps, dtype, device, mark_first=True):
     if N is not None:
         check_n(N)
     if not (isinstance(eps, (int, float)) and math.isfinite(eps) and eps >= 0):
         raise ValueError(f"eps must be a finite number >= 0, got {eps!r}")
     params, H = construction_parameters(name)
-    return Recognizer.from_parameters(params, eps=eps, H=H, dtype=dtype, device=device)
+    return Recognizer.from_parameters(params, eps=eps, H=H, mark_first=mark_first, dtype=dtype,
+                                      device=device)
 
 
 def parity_transformer(N: int | None = None, *, eps: float = 0.0, dtype=torch.float64,
@@ -210,6 +245,27 @@ def first_transformer(N: int | None = None, *, eps: float = 0.0, dtype=torch.flo
     return _build("FIRST", N, eps, dtype, device)
 
 
+def first_hard_transformer(N: int | None = None, *, eps: float = 0.0, dtype=torch.float64,
+                           device=None, mark_first: bool = True) -> Recognizer:
+    """FIRST by hard attention on the marked position (:func:`_first_hard_params`): D = 12,
+    L = 2, H = 1, every parameter in [-1, 1]; T = 2 x_1 - 1 at eps = 0, a margin independent
+    of N at eps > 0, for every N far below e^(score gap) (:func:`score_gap`)."""
+    return _build("FIRST_HARD", N, eps, dtype, device, mark_first)
+
+
+def score_gap(model: Recognizer, N: int) -> torch.Tensor:
+    """The attention scores of the eos query in the last layer, per model and head, on the
+    all-zeros and all-ones strings of length ``N``: (score at position 1) - (the largest score
+    at positions 2..N+1), the smaller of the two strings, shape (P, H). Softmax puts weight
+    at least 1 / (1 + N e^-gap) on position 1."""
+    check_n(N)
+    if not isinstance(model, Recognizer):
+        raise ValueError(f"model must be a sensbook.Recognizer, got {type(model).__name__}")
+    x = torch.stack([torch.zeros(N), torch.ones(N)]).to(model.dtype)
+    s = model.eos_attention(x)[0][:, :, -1]                 # (P, 2, H, S): last layer
+    return (s[..., 0] - s[..., 1:].amax(-1)).amin(1)
+
+
 def majority_transformer(N: int | None = None, *, eps: float = 0.0, dtype=torch.float64,
                          device=None) -> Recognizer:
     """An exact MAJORITY recognizer for odd N (accept iff more ones than zeros), T = +-1 at
@@ -218,7 +274,7 @@ def majority_transformer(N: int | None = None, *, eps: float = 0.0, dtype=torch.
 
 
 BUILDERS = {"PARITY": parity_transformer, "FIRST": first_transformer,
-            "MAJORITY": majority_transformer}
+            "MAJORITY": majority_transformer, "FIRST_HARD": first_hard_transformer}
 
 
 def target(name: str):
@@ -227,4 +283,4 @@ def target(name: str):
 
     if name not in CONSTRUCTIONS:
         raise ValueError(f"name={name!r} is unknown; allowed: {', '.join(CONSTRUCTIONS)}")
-    return {"PARITY": PARITY, "FIRST": FIRST, "MAJORITY": MAJORITY}[name]
+    return {"PARITY": PARITY, "FIRST": FIRST, "MAJORITY": MAJORITY, "FIRST_HARD": FIRST}[name]

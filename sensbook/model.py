@@ -25,7 +25,8 @@ The modelling CHOICES (``paper-notes.md``), each made here once:
   non-eos positions of the last layer (e.g. L = 1) never reaches T: T is finite and decided
   while the blowup is +inf (:meth:`Recognizer.trace`).
 * **Positional features** phi(n) = (n/(N+1), (-1)^n, 1[n=1]), bounded in n, mapped to R^D by a
-  learned 3 x D matrix: the features the constructions use.
+  learned 3 x D matrix: the features the constructions use. ``mark_first=False`` (an ablation,
+  chapters 2, 3 and 6) sets the third feature to 0 at every position: no position is marked.
 * **Heads** H with d_head = D/H; attention and FFN have biases; FFN width F (default 4D).
 
 Shapes: every parameter carries a leading population axis P; ``x`` is (B, N) (the same strings
@@ -47,10 +48,17 @@ INITS = ("uniform", "gaussian", "xavier_uniform", "xavier_normal")
 EOS = 2  # token ids: 0, 1, eos
 
 
-def positional_features(N: int, *, device=None, dtype=torch.float32) -> torch.Tensor:
-    """phi(n) = (n/(N+1), (-1)^n, 1[n=1]) for n = 1..N+1: shape (N+1, 3), bounded in n."""
+def positional_features(N: int, *, mark_first: bool = True, device=None,
+                        dtype=torch.float32) -> torch.Tensor:
+    """phi(n) = (n/(N+1), (-1)^n, 1[n=1]) for n = 1..N+1: shape (N+1, 3), bounded in n.
+
+    ``mark_first=False``: the third feature is 0 everywhere (the ablation of 1[n=1]; the shape,
+    and so the parameter layout, is unchanged)."""
+    if not isinstance(mark_first, bool):
+        raise ValueError(f"mark_first must be True or False, got {mark_first!r}")
     n = torch.arange(1, N + 2, device=device, dtype=dtype)
-    return torch.stack([n / (N + 1), 1 - 2 * (n % 2), (n == 1).to(dtype)], dim=-1)
+    first = (n == 1).to(dtype) if mark_first else torch.zeros_like(n)
+    return torch.stack([n / (N + 1), 1 - 2 * (n % 2), first], dim=-1)
 
 
 def num_parameters(D: int, L: int, H: int = 1, F: int | None = None) -> int:
@@ -106,7 +114,8 @@ class Recognizer(nn.Module):
     """
 
     def __init__(self, P: int = 1, D: int = 16, L: int = 2, H: int = 1, F: int | None = None,
-                 eps: float = 0.0, *, device=None, dtype=torch.float32):
+                 eps: float = 0.0, *, mark_first: bool = True, device=None,
+                 dtype=torch.float32):
         super().__init__()
         P, D, L, H = (check_int(v, name, minimum=lo)
                       for name, v, lo in (("P", P, 1), ("D", D, 2), ("L", L, 1), ("H", H, 1)))
@@ -119,6 +128,7 @@ class Recognizer(nn.Module):
             device = check_device(device, "device")
         self.P, self.D, self.L, self.H, self.F = P, D, L, H, F
         self.eps = eps
+        self.mark_first = mark_first
         kw = dict(device=device, dtype=dtype)
         add_parameters(self, D, L, F, lambda *s: nn.Parameter(torch.zeros(P, *s, **kw)))
 
@@ -130,6 +140,17 @@ class Recognizer(nn.Module):
     @eps.setter
     def eps(self, value):
         self._eps = check_real(value, "eps", minimum=0)
+
+    @property
+    def mark_first(self) -> bool:
+        """Whether the positional feature 1[n=1] is on (False: its ablation)."""
+        return self._mark_first
+
+    @mark_first.setter
+    def mark_first(self, value):
+        if not isinstance(value, bool):
+            raise ValueError(f"mark_first must be True or False, got {value!r}")
+        self._mark_first = value
 
     @property
     def device(self):
@@ -160,9 +181,10 @@ class Recognizer(nn.Module):
         return self
 
     def like(self, P: int | None = None) -> "Recognizer":
-        """A zero-initialised population with the same architecture, eps, device and dtype."""
+        """A zero-initialised population with the same architecture, eps, positional features,
+        device and dtype."""
         return Recognizer(self.P if P is None else P, self.D, self.L, self.H, self.F, self.eps,
-                          device=self.device, dtype=self.dtype)
+                          mark_first=self.mark_first, device=self.device, dtype=self.dtype)
 
     def select(self, idx) -> "Recognizer":
         """The sub-population ``idx`` (an index, list, slice or bool mask) as a new model."""
@@ -171,7 +193,8 @@ class Recognizer(nn.Module):
         return self.like(theta.shape[0]).set_flat(theta)
 
     @classmethod
-    def from_parameters(cls, params: dict, *, eps: float = 0.0, H: int = 1, device=None,
+    def from_parameters(cls, params: dict, *, eps: float = 0.0, H: int = 1,
+                        mark_first: bool = True, device=None,
                         dtype=torch.float64) -> "Recognizer":
         """A model from explicit arrays named as in ``named_parameters()`` (P = 1 if unbatched).
 
@@ -192,7 +215,7 @@ class Recognizer(nn.Module):
         F = next((v.shape[-1] for k, v in t.items() if k.endswith(".W1")), 4 * D)
         batched = t["tok"].dim() == 3
         P = t["tok"].shape[0] if batched else 1
-        model = cls(P, D, L, H, F, eps, device=device, dtype=dtype)
+        model = cls(P, D, L, H, F, eps, mark_first=mark_first, device=device, dtype=dtype)
         own = dict(model.named_parameters())
         with torch.no_grad():
             for k, v in t.items():
@@ -207,7 +230,7 @@ class Recognizer(nn.Module):
     @classmethod
     def random(cls, P: int = 1, D: int = 16, L: int = 2, H: int = 1, F: int | None = None,
                eps: float = 0.0, *, init: str = "uniform", scale: float = 1.0, seed: int = 0,
-               device=None, dtype=torch.float32) -> "Recognizer":
+               mark_first: bool = True, device=None, dtype=torch.float32) -> "Recognizer":
         """P independent random models, seeded (the same seed gives the same models anywhere).
 
         ``init``: ``uniform`` (every parameter uniform on [-scale, scale]: the theory's box Theta),
@@ -219,7 +242,7 @@ class Recognizer(nn.Module):
             raise ValueError(f"init={init!r} is unknown; allowed: {', '.join(INITS)}")
         scale = check_real(scale, "scale", minimum=0, strict=True)
         g = torch.Generator().manual_seed(check_seed(seed))
-        model = cls(P, D, L, H, F, eps, device=device, dtype=dtype)
+        model = cls(P, D, L, H, F, eps, mark_first=mark_first, device=device, dtype=dtype)
         with torch.no_grad():
             for name, p in model.named_parameters():
                 shape = p.shape
@@ -261,7 +284,8 @@ class Recognizer(nn.Module):
         bits = e0[:, None, None] + x.unsqueeze(-1) * (e1 - e0)[:, None, None]  # (P, B, N, D)
         eos = eos[:, None, None].expand(self.P, bits.shape[1], 1, self.D)
         h = torch.cat([bits, eos], dim=2)
-        phi = positional_features(N, device=self.device, dtype=self.dtype)   # (N+1, 3)
+        phi = positional_features(N, mark_first=self._mark_first, device=self.device,
+                                  dtype=self.dtype)                            # (N+1, 3)
         return h + torch.einsum("sf,pfd->psd", phi, self.pos).unsqueeze(1)
 
     def _affine(self, h, W, b):
@@ -270,8 +294,9 @@ class Recognizer(nn.Module):
         out = torch.baddbmm(b.unsqueeze(1), h.reshape(P, -1, h.shape[-1]), W)
         return out.reshape(P, *shape, W.shape[-1])
 
-    def _attention(self, h, lay, last_only):
-        """Multi-head softmax attention; only the eos query if ``last_only``."""
+    def _attention(self, h, lay, last_only, att=None):
+        """Multi-head softmax attention; only the eos query if ``last_only``; ``att`` collects
+        the eos query's scores q k / sqrt(d_head), shape (P, B, H, S)."""
         P, B, S, D = h.shape
         H, dh = self.H, D // self.H
         hq = h[:, :, -1:] if last_only else h
@@ -279,18 +304,21 @@ class Recognizer(nn.Module):
         q = heads(self._affine(hq, lay.Wq, lay.bq))
         k = heads(self._affine(h, lay.Wk, lay.bk))
         v = heads(self._affine(h, lay.Wv, lay.bv))
+        if att is not None:
+            s = (q[:, :, -1:] @ k.transpose(-1, -2))[:, :, 0] / math.sqrt(dh)   # (PB, H, S)
+            att.append(s.reshape(P, B, H, S))
         a = Fn.scaled_dot_product_attention(q, k, v)            # softmax(q k^T / sqrt(dh)) v
         a = a.transpose(1, 2).reshape(P, B, hq.shape[2], D)
         return self._affine(a, lay.Wo, lay.bo)
 
-    def _run(self, x, rec=None):
+    def _run(self, x, rec=None, att=None):
         h = self._embed(x)
         for i, lay in enumerate(self.layers):
             last = rec is None and i == self.L - 1       # only eos matters at the top
             if last:
-                h = self._ln(h[:, :, -1:] + self._attention(h, lay, True), rec)
+                h = self._ln(h[:, :, -1:] + self._attention(h, lay, True, att), rec)
             else:
-                h = self._ln(h + self._attention(h, lay, False), rec)
+                h = self._ln(h + self._attention(h, lay, False, att), rec)
             f = self._affine(torch.relu(self._affine(h, lay.W1, lay.b1)), lay.W2, lay.b2)
             h = self._ln(h + f, rec)
         return (h[:, :, -1] * self.w.unsqueeze(1)).sum(-1) + self.omega.unsqueeze(1)
@@ -317,6 +345,16 @@ class Recognizer(nn.Module):
         beta = torch.where(torch.isinf(tau).any(-1), torch.inf, tau.prod(-1))
         return T, Trace(var, z, tau, beta, torch.stack([d for _, d in rec], 2) if inputs else None)
 
+    @torch.no_grad()
+    def eos_attention(self, x):
+        """(scores, weights) of the eos query in every layer and head: shape (P, B, L, H, N+1);
+        scores q k / sqrt(d_head), weights their softmax over the N+1 positions (position 1
+        first). Hard attention on position 1 is weights[..., 0] near 1."""
+        att = []
+        self._run(x, att=att)
+        s = torch.stack(att, 2)
+        return s, torch.softmax(s, -1)
+
     def memory_per_string(self, N: int) -> int:
         """Bytes of activations per input string (all P models) at the forward's peak: a bound
         used to size profiler chunks (a few (S, D)-sized tensors, the (S, F) FFN hidden layer,
@@ -327,7 +365,8 @@ class Recognizer(nn.Module):
 
     def __repr__(self):
         return (f"Recognizer(P={self.P}, D={self.D}, L={self.L}, H={self.H}, F={self.F}, "
-                f"eps={self.eps}, M={self.M}, {self.dtype}, {self.device})")
+                f"eps={self.eps}, M={self.M}, "
+                f"{'' if self.mark_first else 'mark_first=False, '}{self.dtype}, {self.device})")
 
 
 def blowup(model: Recognizer, x) -> torch.Tensor:

@@ -61,8 +61,8 @@ def perturb(model: Recognizer, sigma: float, P: int, *, kind: str = "uniform", s
     theta = model.flat().double().cpu()
     noise = (torch.rand(P, model.M, generator=g, dtype=torch.float64) * 2 - 1 if kind == "uniform"
              else torch.randn(P, model.M, generator=g, dtype=torch.float64))
-    out = Recognizer(P, model.D, model.L, model.H, model.F, model.eps, device=model.device,
-                     dtype=dtype or model.dtype)
+    out = Recognizer(P, model.D, model.L, model.H, model.F, model.eps,
+                     mark_first=model.mark_first, device=model.device, dtype=dtype or model.dtype)
     return out.set_flat((theta + sigma * noise).to(device=model.device, dtype=dtype or model.dtype))
 
 

@@ -15,6 +15,8 @@ from tests.test_model import one, reference
 
 BUILD = {"PARITY": (sb.parity_transformer, sb.PARITY), "FIRST": (sb.first_transformer, sb.FIRST),
          "MAJORITY": (sb.majority_transformer, sb.MAJORITY)}
+#: every construction exact at eps = 0 (the hard-attention FIRST too; its eps > 0 is below)
+EXACT = {**BUILD, "FIRST_HARD": (sb.first_hard_transformer, sb.FIRST)}
 # T = +-1 up to rounding: the final layer norm outputs sqrt(D/2) exactly up to a few ulps.
 TOL = 1e-12
 
@@ -23,9 +25,9 @@ def lengths(name, Ns):
     return [N for N in Ns if name != "MAJORITY" or N % 2]
 
 
-@pytest.mark.parametrize("name", BUILD)
+@pytest.mark.parametrize("name", EXACT)
 def test_exact_on_every_string_up_to_16(name):
-    mk, f = BUILD[name]
+    mk, f = EXACT[name]
     model = mk()
     Ns = list(range(1, 13)) + ([16] if name != "MAJORITY" else [15])
     for N in lengths(name, Ns):
@@ -47,10 +49,10 @@ def sample(N, n, seed):
     return torch.cat([extremes, x])
 
 
-@pytest.mark.parametrize("name", BUILD)
+@pytest.mark.parametrize("name", EXACT)
 @pytest.mark.parametrize("N", [100, 1000])
 def test_exact_on_random_strings_at_large_N(name, N):
-    mk, f = BUILD[name]
+    mk, f = EXACT[name]
     N = N + 1 if name == "MAJORITY" else N
     n = 10_000 if (N < 500 or os.environ.get("SENSBOOK_FULL", "0") == "1") else 1000
     x = sample(N, n, seed=N)
@@ -60,9 +62,9 @@ def test_exact_on_random_strings_at_large_N(name, N):
     assert ((T.abs() - 1).abs() < TOL).all()           # achieved margin: |T| = 1 - O(1e-15)
 
 
-@pytest.mark.parametrize("name", BUILD)
+@pytest.mark.parametrize("name", EXACT)
 def test_matches_the_independent_reference_implementation(name):
-    mk, f = BUILD[name]
+    mk, f = EXACT[name]
     model = mk()
     p = one(model, 0)
     N = 7
@@ -73,9 +75,9 @@ def test_matches_the_independent_reference_implementation(name):
         assert (Tr > 0) == bool(f(torch.tensor(x)))
 
 
-@pytest.mark.parametrize("name", BUILD)
+@pytest.mark.parametrize("name", EXACT)
 def test_mirror_trick_every_layer_norm_input_has_mean_zero(name):
-    model = BUILD[name][0]()
+    model = EXACT[name][0]()
     x = sample(9, 50, 1)
     _, tr = model.trace(x, inputs=True)
     assert tr.inputs.mean(-1).abs().max() < 1e-14
@@ -130,3 +132,63 @@ def test_bad_arguments():
         sb.first_transformer(0)
 
 
+
+
+# ---- the hard-attention FIRST (chapter 3's lower bound on C(Theta, eps)) -------------------
+def test_hard_first_lives_in_the_box_and_in_the_worst_case_architecture():
+    m = sb.first_hard_transformer()
+    assert (m.D, m.L, m.H, m.F) == (12, 2, 1, 8)
+    assert max(p.abs().max().item() for p in m.parameters()) <= 1.0
+
+
+@pytest.mark.parametrize("eps", [0.0, 0.01, 0.1])
+def test_hard_first_has_a_margin_and_a_flip_that_do_not_shrink_with_N(eps):
+    """Hard attention: min |T| and the flip of x_1 are the same at every N (to 1e-9), the
+    other bits move T by less than 1e-12: the opposite of the uniform FIRST's 1/N."""
+    m = sb.first_hard_transformer(eps=eps)
+    margins, flips = [], []
+    for N in (8, 64, 512, 2048):
+        x = sample(N, 64 if N > 500 else 300, N)
+        T = m(x)[0]
+        assert torch.equal(T > 0, sb.FIRST(x)), (eps, N)
+        h = sb.hinge.flip_hinge(m, x[:8], [0, 1, N // 2, N - 1], blowups=False)["dT"][0]
+        assert h[:, 1:].max() < 1e-12, (eps, N, h)
+        margins.append(T.abs().min().item()); flips.append(h[:, 0].min().item())
+    assert np.ptp(margins) < 1e-9 and np.ptp(flips) < 1e-9, (margins, flips)
+    assert abs(flips[0] - 2 * margins[0]) < 1e-9          # T = +-margin: the flip is 2 margins
+    assert margins[0] > 0.5, margins
+
+
+def test_hard_first_score_gap_and_attention_weight():
+    """The score gap is d_head (2 sqrt6 + 1) 2 sqrt3 / sqrt(d_head) at eps = 0 (the closed form
+    of the docstring), smaller but still > 50 at eps = 0.1; the eos weight on position 1 is
+    1 - O(N e^-gap) in layer 2 and uniform in layer 1 (zero queries)."""
+    dh = 12
+    want = dh * (2 * 6**0.5 + 1) * 2 * 3**0.5 / dh**0.5
+    assert abs(sb.score_gap(sb.first_hard_transformer(), 100).item() - want) < 1e-9
+    assert sb.score_gap(sb.first_hard_transformer(eps=0.1), 100).item() > 50
+    x = sample(300, 10, 1)
+    _, w = sb.first_hard_transformer().eos_attention(x)                # (1, B, L, H, S)
+    assert (1 - w[0, :, 1, 0, 0]).max() < 1e-20
+    assert torch.allclose(w[0, :, 0, 0], torch.full_like(w[0, :, 0, 0], 1 / 301))
+
+
+def test_hard_first_needs_the_marked_position():
+    """Without 1[n = 1] every layer-2 score is equal: the weight on position 1 is 1/(N+1) and
+    the model no longer computes FIRST (it fails on some string at N = 12)."""
+    p, H = sb.construction_parameters("FIRST_HARD")
+    m = sb.Recognizer.from_parameters(p, H=H, mark_first=False)
+    _, w = m.eos_attention(sample(12, 4, 0))
+    assert torch.allclose(w[0, :, 1, 0, 0], torch.full((10,), 1 / 13, dtype=w.dtype))
+    x = sb.strings(12, dtype=torch.float64)
+    assert not torch.equal(m(x)[0] > 0, sb.FIRST(x))
+
+
+def test_mark_first_flag_is_checked_and_kept():
+    with pytest.raises(ValueError, match="mark_first"):
+        sb.Recognizer(1, 4, 1, mark_first=1)
+    m = sb.Recognizer.random(3, 8, 1, mark_first=False)
+    assert not m.like().mark_first and not m.select([0]).mark_first
+    assert not sb.perturb(m.select([0]), 0.1, 2).mark_first
+    phi = sb.positional_features(5, mark_first=False)
+    assert (phi[:, 2] == 0).all() and torch.equal(phi[:, :2], sb.positional_features(5)[:, :2])

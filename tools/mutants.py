@@ -82,6 +82,10 @@ MUTANTS = (
            "            signal[\"steps\"].append(step)\n"
            "            [p.data.mul_(1 + 1e-6) for p in model.parameters()]  # mutant\n",
            ("ch6_training",)),
+    Mutant("search-ignores-eps", "the worst-case flip search runs at eps = 0 whatever eps is",
+           "hinge.py", "    model = _check_model(model)\n    x = torch.as_tensor(x).to(model.dtype)",
+           "    model = _check_model(model)\n    model.eps = 0.0  # mutant\n"
+           "    x = torch.as_tensor(x).to(model.dtype)", ("ch3_eps_positive",)),
 )
 
 

@@ -55,6 +55,18 @@ def e1_configs(scale: str) -> list:
     return out
 
 
+#: The ablation of the positional feature 1[n = 1] (``ch2.e1_unmarked``): the E1 cells of these
+#: architectures, the same seeds (so the same theta), with ``mark_first=False``.
+E1_UNMARKED_ARCHS = [(8, 1, 1), (16, 2, 2)]
+
+
+def e1_unmarked_configs(scale: str) -> list:
+    """The configurations of :func:`e1_configs` whose architecture is in
+    ``E1_UNMARKED_ARCHS``, with ``mark_first=False``: the same models without 1[n = 1]."""
+    return [{**c, "mark_first": False} for c in e1_configs(scale)
+            if (c["D"], c["L"], c["H"]) in E1_UNMARKED_ARCHS]
+
+
 def e1_control_configs(scale: str) -> list:
     """The random-function control at chapter 2's N (seeds disjoint from chapter 1's)."""
     s = SIZES[scale]
@@ -65,7 +77,8 @@ def e1_control_configs(scale: str) -> list:
 def e1_model(row: dict, device_=None) -> Recognizer:
     """The population of an E1 configuration (or one model: a row with ``member``)."""
     model = Recognizer.random(row["P"], row["D"], row["L"], row["H"], eps=row["eps"],
-                              init=row["init"], seed=row["seed"], device=device_)
+                              init=row["init"], seed=row["seed"], device=device_,
+                              mark_first=bool(row.get("mark_first", True)))
     return model if "member" not in row else model.select(int(row["member"]))
 
 
@@ -139,6 +152,8 @@ def e1_cost(config: dict) -> float:
 register(Experiment("ch2.e1", e1_configs, "sensbook.experiments.ch2:e1_cell", e1_cost,
                     doc="E1: exact profiles of random transformers, per init x architecture "
                         "(chapter 2)"))
+register(Experiment("ch2.e1_unmarked", e1_unmarked_configs, "sensbook.experiments.ch2:e1_cell",
+                    e1_cost, doc="E1 without the positional feature 1[n = 1] (chapter 2)"))
 register(Experiment("ch2.control", e1_control_configs, "sensbook.experiments.ch1:random_function_block",
                     random_function_cost,
                     doc="E1's control: random Boolean functions at chapter 2's N"))

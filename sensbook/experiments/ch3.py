@@ -6,9 +6,10 @@ eps > 0 on the same models.
 """
 from __future__ import annotations
 
+import numpy as np
 import torch
 
-from ..constructions import first_transformer
+from ..constructions import first_hard_transformer, first_transformer, score_gap
 from ..geometry import (distinct_functions, flip_bits, lipschitz_theta, maximise_blowup,
                         random_strings, recognition)
 from ..hinge import flip_hinge, maximise_influence
@@ -85,6 +86,31 @@ def worst_influence_one(c: dict) -> dict:
     return {"start": enc(start), "end": enc(end), "per_bit": enc(per_bit)}
 
 
+def box_scan_one(c: dict) -> dict:
+    """The box scan: :func:`maximise_influence` over theta in [-B, B]^M (``c["B"]``) at length
+    ``c["N"]`` and layer-norm ``c["eps"]``, in the worst-case architecture. Starts: the
+    hard-attention FIRST construction scaled by B (start 0; its scores scale by B^2) and
+    ``c["P"]`` uniform points of the box; step sizes ``c["lr"]`` times B. Without the feature
+    1[n = 1] (``c["mark_first"]`` False) the construction is no start (it then averages
+    uniformly, and a balanced string gives a zero-variance layer norm). Returns ``start``,
+    ``end`` (max over all N bits of |Delta T|, per start) and ``gap``: the construction's
+    score gap (:func:`score_gap`) at B (0 without the feature)."""
+    B = c["B"]
+    hard = first_hard_transformer(eps=c["eps"], device=device(), mark_first=c["mark_first"])
+    rnd = Recognizer.random(c["P"], eps=c["eps"], init="uniform", scale=B, seed=c["seed"],
+                            dtype=torch.float64, device=device(), mark_first=c["mark_first"],
+                            **WORST_ARCH)
+    if c["mark_first"]:
+        m = rnd.like(c["P"] + 1).set_flat(torch.cat([B * hard.flat(), rnd.flat()]))
+        gap = score_gap(m.select([0]), c["N"]).item()
+    else:
+        m, gap = rnd, 0.0
+    x = random_strings(c["N"], 1, seed=c["N"]).double()
+    start, end = maximise_influence(m, x, flip_bits(c["N"], c["K"]), steps=c["steps"],
+                                    lr=(c["lr"][0] * B, c["lr"][1] * B), box=B)
+    return {"start": enc(start), "end": enc(end), "gap": gap}
+
+
 def recognition_one(c: dict) -> dict:
     """What each of ``c["P"]`` models computes on all 2^N strings (0/1 lists, one per
     model): ``decided`` (every |T| >= margin), ``nonconstant`` / ``constant``
@@ -136,6 +162,71 @@ def _ch3_worst_influence_configs(scale):
         for N in Ns
         for st in ("FIRST", "random")
     ]
+
+
+#: The box scan: half-widths B of the box, layer-norm eps and lengths N per scale.
+BOX = dict(
+    ci=dict(B=[0.03, 0.125, 1.0], eps=[0.0, 0.1], Ns=[8, 32, 128], P=2, steps=40),
+    book=dict(B=[0.03, 0.06, 0.125, 0.25, 0.5, 1.0], eps=[0.0, 0.01, 0.1, 1.0],
+              Ns=[8, 32, 128, 256], P=3, steps=60),
+    paper=dict(B=[0.03, 0.045, 0.06, 0.09, 0.125, 0.18, 0.25, 0.35, 0.5, 0.7, 1.0],
+               eps=[0.0, 0.01, 0.1, 1.0], Ns=[8, 32, 128, 256, 512, 1024], P=8, steps=300),
+)
+
+
+def _ch3_box_configs(scale):
+    """Every (B, eps, N) of ``BOX`` with the feature 1[n = 1]; and without it (its ablation)
+    in the box [-1, 1]^M at eps = 0 and 0.1."""
+    s = pick(scale, **BOX)
+    one = lambda B, e, N, mark: dict(B=B, eps=e, N=N, P=s["P"], K=4, steps=s["steps"],
+                                     lr=[0.05, 1e-4], seed=N, mark_first=mark, **WORST_ARCH)
+    return ([one(B, e, N, True) for B in s["B"] for e in s["eps"] for N in s["Ns"]]
+            + [one(1.0, e, N, False) for e in EPS for N in s["Ns"]])
+
+
+def box_curves(configs, results) -> dict:
+    """The box scan as {(B, eps, mark_first): (Ns, best, starts)}: ``best`` (len(Ns),) the
+    largest flip max_i |Delta T_i| found over all starts at each N, ``starts`` (len(Ns), P+1)
+    each start's (the scaled construction first, where it is a start)."""
+    cells = {}
+    for c, r in zip(configs, results):
+        cells.setdefault((c["B"], c["eps"], c["mark_first"]), []).append((c["N"], dec(r["end"])))
+    out = {}
+    for k, rows in cells.items():
+        rows.sort(key=lambda t: t[0])
+        ends = np.stack([e for _, e in rows])
+        out[k] = (np.array([n for n, _ in rows]), ends.max(1), ends)
+    return out
+
+
+def crossover(Ns, starts) -> float:
+    """N*: where the hard-attention line through the shortest length (N |Delta T| growing
+    like N from its value there) reaches the value at the longest length,
+    N_max best(N_max) / best(N_min). A lower bound on the length where the 1/N regime
+    begins; it brackets that length only when it lies strictly between N_min and N_max."""
+    best = starts.max(1)
+    return float(Ns[-1] * best[-1] / best[0])
+
+
+def crossover_fit(curves, eps, n_boot=400, seed=0):
+    """Least-squares fit of log N* = a + b B^2 over the B whose N* (:func:`crossover`, mark
+    on) lies strictly inside (2 N_min, N_max / 2) at ``eps``; a 95% bootstrap interval of b
+    (the starts resampled at each N). None when fewer than three B qualify."""
+    pts = []
+    for (B, e, mark), (Ns, _, st) in sorted(curves.items()):
+        if e == eps and mark and 2 * Ns[0] < crossover(Ns, st) < Ns[-1] / 2:
+            pts.append((B, Ns, st))
+    if len(pts) < 3:
+        return None
+    x = np.array([B**2 for B, _, _ in pts])
+    fit = lambda ys: np.polyfit(x, np.log(ys), 1)[0]
+    b = fit([crossover(Ns, st) for _, Ns, st in pts])
+    rng = np.random.default_rng(seed)
+    boot = [fit([crossover(Ns, st[:, rng.integers(0, st.shape[1], st.shape[1])])
+                 for _, Ns, st in pts]) for _ in range(n_boot)]
+    lo, hi = np.quantile(boot, [0.025, 0.975])
+    return dict(B=[B for B, _, _ in pts], N_star=[crossover(Ns, st) for _, Ns, st in pts],
+                slope=float(b), low=float(lo), high=float(hi))
 
 
 N_INF = dict(
@@ -194,6 +285,11 @@ def _worst_influence_cost(c):
     return 0.6 + 5.0e-10 * c["P"] * c["steps"] * strings * _work(c, c["N"] + 1)
 
 
+def _box_cost(c):
+    strings = 2 + len(flip_bits(c["N"], c["K"]))
+    return 0.3 + 5.0e-10 * (c["P"] + 1) * c["steps"] * strings * _work(c, c["N"] + 1)
+
+
 def _influence_cost(c):
     strings = c["B"] * (1 + len(flip_bits(c["N"], c["K"])))
     return 0.02 + 1.0e-10 * c["P"] * strings * _work(c, c["N"] + 1)
@@ -223,6 +319,15 @@ register(
         "sensbook.experiments.ch3:worst_influence_one",
         _worst_influence_cost,
         doc="worst case over theta of the largest flip, eps = 0 and > 0",
+    )
+)
+register(
+    Experiment(
+        "ch3.box_scan",
+        _ch3_box_configs,
+        "sensbook.experiments.ch3:box_scan_one",
+        _box_cost,
+        doc="worst case of the flip over the box [-B, B]^M, per B, eps and N",
     )
 )
 register(

@@ -28,11 +28,13 @@ SIZES = {
     "exact": dict(ci=dict(N_exh=10, N_big=100, n_big=500),
                   book=dict(N_exh=14, N_big=300, n_big=2000),
                   paper=dict(N_exh=18, N_big=1000, n_big=10_000)),
-    "basin": dict(ci=dict(Ns=[4, 6, 8, 10], n_sigma=13, P=24, max_strings=1024, chunk=13),
+    "basin": dict(ci=dict(Ns=[4, 6, 8, 10], n_sigma=13, P=24, max_strings=1024, chunk=13,
+                          hard_Ns=[32], hard_strings=64),
                   book=dict(Ns=[4, 6, 8, 10, 12], n_sigma=13, P=40, max_strings=1024,
-                        chunk=13),
+                        chunk=13, hard_Ns=[64, 256], hard_strings=64),
                   paper=dict(Ns=[4, 6, 8, 10, 12, 14, 16, 20], n_sigma=25, P=256,
-                         max_strings=16384, chunk=5)),
+                         max_strings=16384, chunk=5, hard_Ns=[64, 256],
+                         hard_strings=256)),
     "k0": dict(ci=dict(P=32, block=32, Ns=[4, 6, 8, 10], sampled=[16], n_samples=48),
                book=dict(P=96, block=48, Ns=[4, 6, 8, 10, 12, 14, 16], sampled=[20, 28],
                      n_samples=128),
@@ -64,8 +66,11 @@ def sizes(what: str, scale: str | None = None) -> dict:
 
 
 def basin_lengths(name: str, scale: str | None = None) -> list:
-    """The lengths of the basin experiment for one construction (odd ones for MAJORITY)."""
-    return [N + (name == "MAJORITY") for N in sizes("basin", scale)["Ns"]]
+    """The lengths of the basin experiment for one construction (odd ones for MAJORITY; the
+    hard-attention FIRST also at the long sampled lengths ``hard_Ns``)."""
+    s = sizes("basin", scale)
+    return [N + (name == "MAJORITY") for N in s["Ns"]] + (
+        s["hard_Ns"] if name == "FIRST_HARD" else [])
 
 
 def basin_sigmas(scale: str | None = None) -> np.ndarray:
@@ -87,7 +92,7 @@ def _exact_configs(scale):
 # CPU-seconds (one thread) per (string x position) of a float64 forward pass, and per (model
 # x string x position) of a float32 population, fitted on measured ci runs and checked on a
 # book run (basin 65.5 s measured / 66.8 s predicted; ``sensbook calibrate ch5``).
-_UNIT = {"PARITY": 1.25e-6, "FIRST": 0.8e-6, "MAJORITY": 0.2e-6}
+_UNIT = {"PARITY": 1.25e-6, "FIRST": 0.8e-6, "MAJORITY": 0.2e-6, "FIRST_HARD": 0.8e-6}
 
 
 def _exact_cost(c):
@@ -129,12 +134,20 @@ def _basin_configs(scale):
     return [dict(name=name, kind=kind, N=N, sigmas=sig[a:a + s["chunk"]], first=a, P=s["P"],
                  seed=N, n_samples=None if 2**N <= s["max_strings"] else s["max_strings"])
             for kind in BASIN_NOISE for name in ("PARITY", "FIRST", "MAJORITY")
-            for N in basin_lengths(name, scale) for a in range(0, len(sig), s["chunk"])]
+            for N in basin_lengths(name, scale) for a in range(0, len(sig), s["chunk"])] + [
+        # the hard-attention FIRST: uniform noise; at the long lengths on hard_strings
+        # sampled strings and the upper half of the sigma grid (its sigma* is flat, above it)
+        dict(name="FIRST_HARD", kind="uniform", N=N, sigmas=sig[a:], first=a, P=s["P"],
+             seed=N, n_samples=(None if 2**N <= s["max_strings"] else
+                                s["max_strings"] if N in s["Ns"] else s["hard_strings"]))
+        for N in basin_lengths("FIRST_HARD", scale)
+        for a in [0 if N in s["Ns"] else len(sig) // 2]]
 
 
 def _basin_cost(c):
     n = 2 ** c["N"] if c["n_samples"] is None else c["n_samples"]
-    return 0.05 + _UNIT[c["name"]] * len(c["sigmas"]) * c["P"] * n * (c["N"] + 1)
+    attention = 1 + max(0, c["N"] - 20) / 100    # the (N+1)^2 of attention, at long N
+    return 0.05 + _UNIT[c["name"]] * len(c["sigmas"]) * c["P"] * n * (c["N"] + 1) * attention
 
 
 def _nan_to_none(a):

@@ -648,3 +648,82 @@ def within_length_tau(rows, covariate: str = "grad_norm", n_perm: int = 2000,
     rng, obs = np.random.default_rng(seed), tau(groups)
     perm = [tau([(rng.permutation(c), t, d) for c, t, d in groups]) for _ in range(n_perm)]
     return dict(tau=float(obs), p=float((1 + np.sum(np.array(perm) <= obs)) / (1 + n_perm)))
+
+
+# ---- chapter 6: what trained FIRST uses at long N, and the ablation of 1[n = 1] ------------
+#: ``ch6.first_mechanism``: FIRST as in ``ch6.long`` (same seeds, protocol and checks), with the
+#: positional feature 1[n = 1] (``mark_first``) at the longest length and both eps, and
+#: without it at ``ablation`` lengths (eps = the smallest of ``long``'s), ``ablation_budget``
+#: steps; the trained models are probed on ``probe`` held-out strings.
+MECHANISM = dict(ci=dict(ablation=[17], ablation_budget=300, probe=64),
+                 book=dict(ablation=[17, 65, 129], ablation_budget=300, probe=128),
+                 paper=dict(ablation=[33, 65, 129, 257], ablation_budget=2000, probe=512))
+
+
+def mechanism_configs(scale: str) -> list:
+    """FIRST at long N: the ``ch6.long`` configuration at its largest N (both eps) with the
+    feature 1[n = 1], and without it at the ablation lengths, each tagged ``mark_first``."""
+    m = MECHANISM[check_scale(scale, "scale")]
+    long = {(c["N"], c["protocol"]["eps"]): c for c in long_configs(scale)
+            if c["target"] == "FIRST"}
+    N_max, eps_min = max(n for n, _ in long), min(e for _, e in long)
+    out = [dict(long[N_max, e], mark_first=True) for n, e in sorted(long) if n == N_max]
+    for N in m["ablation"]:
+        c = dict(long[N, eps_min], mark_first=False, probe=m["probe"])
+        c["protocol"] = {**c["protocol"], "steps": int(m["ablation_budget"])}
+        out.append(c)
+    for c in out:
+        c["probe"] = m["probe"]
+    return out
+
+
+def first_mechanism_one(config: dict) -> dict:
+    """Train FIRST as :func:`run_config` does (``mark_first`` on or off), then probe the trained
+    models on ``probe`` held-out strings: per model ``w_first`` (L, H), the eos query's mean
+    attention weight on position 1 per layer and head (:meth:`Recognizer.eos_attention`);
+    ``var_eos`` (2L,), the median variance of each layer norm's input at eos; ``beta``, the
+    median cumulative blowup; ``flip_first`` and ``flip_other``: mean |Delta T| of flipping
+    bit 1, and the largest mean over bits 2, N/2 and N; plus ``steps``, ``accuracy`` and
+    ``margin`` (min |T| over the probe strings)."""
+    from ..hinge import flip_hinge
+
+    N = check_n(config["N"])
+    f = target(config["target"], N)
+    seeds, pr = _check_seeds(config["seeds"]), Protocol.from_dict(config["protocol"])
+    dev = device_()
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        model = init_population(seeds, pr, device=dev)
+        model.mark_first = bool(config["mark_first"])
+        n_test = None if N <= int(config["exhaustive_max"]) else int(config["n_test"])
+        run = learn(model, f, N, seeds, pr, criterion=config["criterion"], n_test=n_test,
+                    checks=eval_schedule(pr.steps, config["eval_every"], config["eval_growth"]))
+        x = held_out_strings(N, int(config["probe"]), seed=SAMPLE_SEED)
+        with torch.no_grad():
+            _, w = model.eos_attention(x)                       # (P, B, L, H, N+1)
+            T, tr = model.trace(x)
+            h = flip_hinge(model, x[:16], [0, 1, N // 2, N - 1], blowups=False)["dT"].mean(1)
+    finally:
+        torch.set_num_threads(threads)
+    med = lambda t: t.double().median(1).values.cpu().numpy().tolist()
+    return dict(steps=run["steps"], budget=pr.steps, mark_first=bool(config["mark_first"]),
+                accuracy=accuracy(model, f, N, n_test=n_test).tolist(),
+                margin=T.abs().amin(1).double().cpu().numpy().tolist(),
+                w_first=w[..., 0].mean(1).double().cpu().numpy().tolist(),
+                var_eos=med(tr.variances[..., -1]),
+                beta=med(tr.beta), flip_first=h[:, 0].double().cpu().numpy().tolist(),
+                flip_other=h[:, 1:].amax(-1).double().cpu().numpy().tolist())
+
+
+def _mechanism_cost(config: dict) -> float:
+    c = {k: v for k, v in config.items() if k not in ("mark_first", "probe")}
+    if not config["mark_first"]:                     # assume the whole budget is spent
+        c["target"] = "UNMARKED"
+    return cost(c) + 1e-7 * config["probe"] * (config["N"] + 1) ** 2
+
+
+register(Experiment("ch6.first_mechanism", mechanism_configs,
+                    "sensbook.experiments.ch6:first_mechanism_one", _mechanism_cost,
+                    doc="what trained FIRST uses at long N, and FIRST without the feature "
+                        "1[n = 1] (chapter 6)"))

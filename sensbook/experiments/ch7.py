@@ -265,3 +265,58 @@ def rank_correlation(a, b, z: float = 3.29):
     h = z * 1.06 / np.sqrt(len(a) - 3)
     c = np.arctanh(np.clip(r, -0.999999, 0.999999))
     return r, float(np.tanh(c - h)), float(np.tanh(c + h))
+
+
+# ---- the worst case over theta: the decisive control ---------------------------------------
+#: ``ch7.worst_flip``: the worst-case flip search of chapter 3 (:func:`sensbook.geometry.ascend_in_box`
+#: on log max_i |T(x) - T(x xor e_i)|) over the box [-1, 1]^M, for these architectures at eps
+#: ``WORST["eps"]``, from ``P`` uniform starts, at each N.
+WORST = dict(archs=["post-LN", "pre-LN", "no-LN"], eps=0.1, D=12, L=2, H=1,
+             ci=dict(Ns=[8, 32], P=2, steps=40), book=dict(Ns=[8, 32, 128], P=3, steps=60),
+             paper=dict(Ns=[8, 32, 128, 256, 512], P=8, steps=300))
+
+
+def worst_flip_configs(scale: str) -> list:
+    s = WORST[scale]
+    return [dict(arch=a, eps=WORST["eps"], N=N, P=s["P"], steps=s["steps"], K=4, seed=N,
+                 lr=[0.05, 1e-4], D=WORST["D"], L=WORST["L"], H=WORST["H"])
+            for a in WORST["archs"] for N in s["Ns"]]
+
+
+def worst_flip_one(config: dict) -> dict:
+    """The worst-case flip of one architecture at one N: ``start`` and ``end``, per start, the
+    largest |Delta T| over the flipped bits (``flip_bits(N, K)``) before and after the search."""
+    from ..geometry import ascend_in_box, flip_bits, random_strings, with_flips
+
+    N = check_n(config["N"])
+    dev = _device(config)
+    model = control_population(config["arch"], list(range(config["seed"], config["seed"]
+                                                          + config["P"])),
+                               N=N, D=config["D"], L=config["L"], H=config["H"],
+                               eps=config["eps"], init="uniform", device=dev,
+                               dtype=torch.float64)
+    xs = with_flips(random_strings(N, 1, seed=N).double(), flip_bits(N, config["K"]))[0]
+    xs = xs.to(dev)
+
+    def flip():
+        T = model(xs)                                                  # (P, 1 + k)
+        return (T[:, 1:] - T[:, :1]).abs().amax(-1)
+
+    with torch.no_grad():
+        start = flip().cpu().numpy()
+    ascend_in_box(model, lambda: torch.log(flip() + 1e-300), steps=config["steps"],
+                  lr=tuple(config["lr"]), box=1.0)
+    with torch.no_grad():
+        end = flip().cpu().numpy()
+    return {"start": [float(v) for v in start], "end": [float(v) for v in end]}
+
+
+def worst_flip_cost(config: dict) -> float:
+    S = config["N"] + 1
+    work = S * (S + 8 * config["D"]) * config["D"] * config["L"]
+    return 0.3 + 1e-9 * config["P"] * config["steps"] * (config["K"] + 1) * work
+
+
+register(Experiment("ch7.worst_flip", worst_flip_configs, "sensbook.experiments.ch7:worst_flip_one",
+                    worst_flip_cost,
+                    doc="the worst-case flip over the box for post-LN, pre-LN and no-LN"))

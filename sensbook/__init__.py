@@ -45,9 +45,9 @@ from .survival import fit_aft, heldout_loglik, kaplan_meier, profile_interval
 from .pages import STYLE, explore, use_style
 from .settings import SCALES, check_device, device, pick, progress, scale, set_scale
 from .settings import VERSION as __version__
-from .train import (Protocol, accuracy, curve_schedule, eval_schedule, init_population,
-                    learn, min_margin, population_loss, top_hessian_eigenvalue,
-                    train_population)
+from .train import (Protocol, accuracy, curve_schedule, eval_schedule, gradient_signal,
+                    init_population, learn, min_margin, population_loss,
+                    top_hessian_eigenvalue, train_population)
 from .train import target as target_function
 from .volume import (Agreement, FunctionCensus, affine_class, agreement, basin_curve,
                      census_from_ids, critical_sigma, fit_power, ids_to_tables,

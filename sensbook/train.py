@@ -296,7 +296,7 @@ def curve_schedule(budget: int, points: int) -> list:
 # ---- steps to learn, and the trained model ------------------------------------------------
 def learn(model, f: BooleanFunction, N: int, seeds, protocol: Protocol = Protocol(), *,
           criterion: float = 0.99, checks=None, n_test: int | None = None, log_steps=None,
-          progress: bool = False) -> dict:
+          signal_steps=None, signal_strings=None, progress: bool = False) -> dict:
     """Train until every seed has learned f or the budget ``protocol.steps`` is spent.
 
     Seed p has *learned* f at the first step in ``checks`` (default: every step) at which its
@@ -312,6 +312,14 @@ def learn(model, f: BooleanFunction, N: int, seeds, protocol: Protocol = Protoco
 
     Returns ``steps`` (per seed), ``steps_run``, ``curve`` (window-mean losses at
     ``log_steps``, see :func:`train_population`), ``eval_steps``, ``eval_accuracy``.
+
+    With ``signal_steps`` (and ``signal_strings``, the strings x of :func:`gradient_signal`),
+    after each of those steps it also records the gradient signal of every model
+    (:func:`gradient_signal`) and the norm of the minibatch gradient that step's update used:
+    ``signal`` = {``steps``, and per key of :func:`gradient_signal` plus ``batch_grad_norm``
+    a list (one row of P per recorded step)}. The logging reads the model and never writes it
+    (its gradients are taken with ``torch.autograd.grad``, not accumulated), so training is
+    the same with it or without it (``tests/test_train.py``).
     """
     if not (isinstance(criterion, float) and 0.5 < criterion <= 1):
         raise ValueError(f"criterion must be an accuracy in (0.5, 1], got {criterion!r}")
@@ -319,9 +327,20 @@ def learn(model, f: BooleanFunction, N: int, seeds, protocol: Protocol = Protoco
     checks = set(range(1, protocol.steps + 1) if checks is None else checks)
     first, snap = [None] * len(seeds), [None] * len(seeds)
     eval_steps, eval_acc, done = [], [], [0]
+    sig_at = set() if signal_steps is None else {int(s) for s in signal_steps}
+    if sig_at and signal_strings is None:
+        raise ValueError("signal_steps needs signal_strings (the strings the gradient signal "
+                         "is measured on)")
+    signal = {"steps": []}
 
     def until(step):
         done[0] = step
+        if step in sig_at:
+            signal["steps"].append(step)
+            rec = gradient_signal(model, f, signal_strings, loss=protocol.loss)
+            rec["batch_grad_norm"] = _grad_norms(model)
+            for k, v in rec.items():
+                signal.setdefault(k, []).append(v.tolist())
         if step not in checks:
             return False
         acc = accuracy(model, f, N, n_test=n_test)
@@ -342,7 +361,49 @@ def learn(model, f: BooleanFunction, N: int, seeds, protocol: Protocol = Protoco
                 for t, v in zip(model.parameters(), saved):
                     t[p] = v
     return dict(steps=first, steps_run=done[0], curve=curve, eval_steps=eval_steps,
-                eval_accuracy=eval_acc)
+                eval_accuracy=eval_acc, signal=signal if sig_at else None)
+
+
+def _grad_norms(model) -> np.ndarray:
+    """Per model, the Euclidean norm of the gradients its parameters hold now: (P,)."""
+    sq = sum(p.grad.detach().reshape(p.shape[0], -1).double().pow(2).sum(1)
+             for p in model.parameters() if p.grad is not None)
+    return torch.sqrt(torch.as_tensor(sq)).cpu().numpy()
+
+
+def gradient_signal(model, f: BooleanFunction, x, *, loss: str = "logistic",
+                    chunk: int = 1024) -> dict:
+    """What the gradient carries, per model: (P,) arrays on the strings ``x`` (B, N).
+
+    On all 2^N strings this is the *expected* (population) quantity under the uniform
+    training distribution, with no minibatch noise. ``loss``: the mean training loss L
+    (:func:`population_loss`); ``grad_norm``: ||grad_theta L||, the Euclidean norm over all
+    of the model's parameters; ``parity_coef``: the degree-N Fourier coefficient of the
+    output, mean_x T(x) chi(x) with chi(x) = (-1)^(x_1 + ... + x_N) the full parity
+    character (O'Donnell 2014, ch. 1); ``mean_square``: mean_x T(x)^2, so that
+    ``parity_coef**2 / mean_square`` is the share of T's Fourier weight on chi. Gradients are
+    taken with ``torch.autograd.grad`` (in blocks of ``chunk`` strings, summed): nothing is
+    accumulated in the parameters' ``.grad``.
+    """
+    x = torch.as_tensor(x).to(device=model.device, dtype=model.dtype)
+    params = [p for p in model.parameters() if p.requires_grad]
+    n = len(x)
+    tot = {k: torch.zeros(model.P, dtype=torch.float64) for k in ("loss", "coef", "sq")}
+    grads = None
+    for a in range(0, n, chunk):
+        xs = x[a:a + chunk]
+        T = model(xs)                                               # (P, b)
+        part = population_loss(lambda _: T, xs, f(xs), loss) * (len(xs) / n)
+        g = torch.autograd.grad(part.sum(), params)
+        grads = g if grads is None else [u + v for u, v in zip(grads, g)]
+        chi = 1 - 2 * PARITY(xs).double()
+        T = T.detach().double()
+        tot["loss"] += part.detach().double().cpu()
+        tot["coef"] += ((T * chi).sum(-1) / n).cpu()
+        tot["sq"] += ((T * T).sum(-1) / n).cpu()
+    sq = sum(g.reshape(g.shape[0], -1).double().pow(2).sum(1) for g in grads)
+    return dict(loss=tot["loss"].numpy(), grad_norm=sq.sqrt().cpu().numpy(),
+                parity_coef=tot["coef"].numpy(), mean_square=tot["sq"].numpy())
 
 
 def _population_axis(model) -> int | None:

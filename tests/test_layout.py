@@ -111,7 +111,11 @@ def test_experiments_are_registered_only_in_the_experiments_folder():
 
 
 def test_no_module_is_much_over_600_lines():
-    long = {m: n for m, p in MODULES.items() if (n := len(p.read_text().splitlines())) > 650}
+    """Instruments and runtime modules stay under 650 lines. A chapter's experiments file holds
+    that chapter's runners and its analysis, one file a chapter, and may reach 800."""
+    limit = lambda m: 800 if kind(m) == "experiments" else 650
+    long = {m: n for m, p in MODULES.items()
+            if (n := len(p.read_text().splitlines())) > limit(m)}
     assert not long, long
 
 

@@ -212,6 +212,41 @@ def test_min_margin_is_the_smallest_output():
     np.testing.assert_allclose(sb.min_margin(m, x), m(x).abs().min(1).values.detach())
 
 
+def test_logging_the_gradient_signal_does_not_change_training():
+    pr, N, seeds = tiny(steps=40), 5, [0, 1, 2]
+    runs = []
+    for log in (False, True):
+        m = sb.init_population(seeds, pr, dtype=torch.float64)
+        kw = dict(signal_steps=[1, 7, 20, 40], signal_strings=sb.strings(N).double()) if log else {}
+        runs.append((sb.learn(m, sb.PARITY, N, seeds, pr, criterion=0.9, checks=range(5, 41, 5),
+                              **kw), m.flat()))
+    (off, theta_off), (on, theta_on) = runs
+    assert off["signal"] is None and on["signal"]["steps"] == [1, 7, 20, 40][:len(on["signal"]["steps"])]
+    assert on["steps"] == off["steps"] and on["steps_run"] == off["steps_run"]
+    assert torch.equal(theta_on, theta_off)                      # bit for bit
+    np.testing.assert_array_equal(on["curve"], off["curve"])
+    assert np.array(on["signal"]["grad_norm"]).shape == (len(on["signal"]["steps"]), 3)
+
+
+def test_gradient_signal_against_a_direct_computation():
+    N = 5
+    m = sb.Recognizer.random(3, 8, 1, 2, seed=4, dtype=torch.float64)
+    x = sb.strings(N).double()
+    got = sb.gradient_signal(m, sb.PARITY, x, chunk=7)            # blocks that do not divide 2^N
+    for p in range(3):
+        one = m.select([p])
+        loss = sb.population_loss(one, x, sb.PARITY(x))[0]
+        g = torch.autograd.grad(loss, list(one.parameters()))
+        assert got["loss"][p] == pytest.approx(float(loss.detach()), rel=1e-12)
+        assert got["grad_norm"][p] == pytest.approx(float(torch.sqrt(sum((v ** 2).sum() for v in g))),
+                                                     rel=1e-10)
+        T = one(x)[0]
+        chi = torch.tensor([(-1) ** int(s.sum()) for s in x], dtype=torch.float64)
+        assert got["parity_coef"][p] == pytest.approx(float((T * chi).sum() / 2**N), abs=1e-12)
+        assert got["mean_square"][p] == pytest.approx(float((T * T).mean()), rel=1e-12)
+    assert all(p.grad is None for p in m.parameters())           # nothing accumulated
+
+
 # ---- issue 30: errors that name the argument, numpy scalars that are numbers
 def test_accuracy_on_all_strings_past_the_exhaustive_limit_says_to_sample():
     m = sb.Recognizer.random(1, 8, 1, 1, seed=0)

@@ -19,17 +19,17 @@ import torch
 from ..boolean import TruthTable, check_n, strings
 from ..profile import sensitivity_profile, truth_table
 from ..runtime.sweep import Sweep
-from ..settings import check_scale, device as device_
+from ..settings import check_scale, device as device_, scale as current_scale
 from ..survival import fit_aft, heldout_loglik, kaplan_meier, profile_interval
 from ..train import (Protocol, _check_seeds, accuracy, curve_schedule, eval_schedule,
                      held_out_strings, init_population, learn, min_margin, target,
                      top_hessian_eigenvalue)
 from ..volume import basin_curve, critical_sigma, t_quantile
-from . import Experiment, register
+from . import Experiment, ch5, get, register, run_experiment
 
 CONFIG_KEYS = ("target", "N", "seeds", "protocol", "criterion", "eval_every", "eval_growth",
                "exhaustive_max", "n_test", "curve_points", "dtype", "n_profile", "sharpness",
-               "basin")
+               "basin", "signal")
 SAMPLE_SEED = 17                       # the fixed strings of sharpness and basins
 
 
@@ -57,6 +57,11 @@ def run_config(config: dict, *, device=None, progress: bool = False) -> dict:
       mean agreement of ``copies`` uniformly perturbed copies with the trained model's own
       function, per sigma (:func:`sensbook.basin_curve`), and ``sigma99``, where it falls
       to 0.99 (:func:`sensbook.critical_sigma`; None where the grid does not bracket it);
+    * ``signal`` (if configured: ``points``, ``max_strings``): the gradient signal along
+      training (:func:`sensbook.train.gradient_signal` on all 2^N strings, or a fixed sample
+      of ``max_strings``, and the minibatch gradient's norm) at ``points`` geometric steps
+      (:func:`sensbook.train.curve_schedule`), logged by :func:`sensbook.train.learn` without
+      changing what it trains;
     * ``cpu_seconds`` and ``device``.
     """
     missing = [k for k in CONFIG_KEYS if k not in config]
@@ -110,8 +115,11 @@ def _steps_to_learn(config, N, f, seeds, pr, crit, dev, dtype, progress):
     model = init_population(seeds, pr, device=dev, dtype=dtype)
     before = _profiles(model, f, N, config, n_test)
     log_steps = curve_schedule(pr.steps, config["curve_points"])
+    sig = config["signal"]
     run = learn(model, f, N, seeds, pr, criterion=crit, n_test=n_test, log_steps=log_steps,
                 checks=eval_schedule(pr.steps, config["eval_every"], config["eval_growth"]),
+                signal_steps=curve_schedule(pr.steps, int(sig["points"])) if sig else None,
+                signal_strings=_sample(N, int(sig["max_strings"]), dtype) if sig else None,
                 progress=progress)
     done = run["steps_run"]
     after = _profiles(model, f, N, config, n_test)
@@ -133,6 +141,7 @@ def _steps_to_learn(config, N, f, seeds, pr, crit, dev, dtype, progress):
         "after": after,
         "sharpness": None,
         "basin": None,
+        "signal": run["signal"],
     }
     c1 = time.process_time()
     if config["sharpness"] and learned:
@@ -174,23 +183,30 @@ TARGETS = ("PARITY", "FIRST", "MAJORITY")
 #: ``seeds``: models per (target, N), trained as one population; ``budget``: the step budget;
 #: ``batch``, ``lr``: the protocol's; ``sparse``: sparse targets and the lengths they are
 #: trained at; ``long``: FIRST and MAJORITY at long lengths (``Ns``), at each layer-norm eps
-#: (``eps``), ``seeds`` each, ``budget`` steps, accuracy on ``n_test`` held-out strings.
+#: (``eps``), ``seeds`` each, ``budget`` steps, accuracy on ``n_test`` held-out strings;
+#: ``rivals``: the sparse PARITY cells of ``ch6.rivals`` (``targets`` x ``Ns``, less those
+#: ``sparse`` already trains) and the length of its PARITY cell trained without logging.
 SIZES = {
     "ci": dict(Ns=[3, 5, 7, 9], seeds=4, budget=1500, batch=64, lr=1e-3,
                targets=list(TARGETS),
                sparse=dict(targets=["SPARSE_PARITY_3", "SPARSE_MAJORITY_3"], Ns=[5, 7, 9]),
-               long=dict(Ns=[17, 33], eps=[1e-5, 0.1], seeds=3, budget=600, n_test=512)),
+               long=dict(Ns=[17, 33], eps=[1e-5, 0.1], seeds=3, budget=600, n_test=512),
+               rivals=dict(targets=["SPARSE_PARITY_2"], Ns=[5, 7, 9], control_N=5)),
     "book": dict(Ns=[5, 7, 9, 11, 13], seeds=6, budget=3000, batch=64, lr=1e-3,
                  targets=list(TARGETS),
                  sparse=dict(targets=["SPARSE_PARITY_3", "SPARSE_MAJORITY_3"], Ns=[5, 9, 13]),
                  long=dict(Ns=[17, 33, 65, 129], eps=[1e-5, 0.1], seeds=3, budget=1000,
-                           n_test=512)),
+                           n_test=512),
+                 rivals=dict(targets=["SPARSE_PARITY_2", "SPARSE_PARITY_3"], Ns=[5, 9, 13, 21],
+                             control_N=5)),
     "paper": dict(Ns=[5, 7, 9, 11, 13, 15, 17, 19], seeds=8, budget=10000, batch=64, lr=1e-3,
                   targets=list(TARGETS),
                   sparse=dict(targets=["SPARSE_PARITY_2", "SPARSE_PARITY_3",
                                        "SPARSE_MAJORITY_3"], Ns=[5, 7, 9, 11, 13, 15, 17, 19]),
                   long=dict(Ns=[33, 65, 129, 257, 513], eps=[1e-5, 0.1], seeds=8,
-                            budget=5000, n_test=2048)),
+                            budget=5000, n_test=2048),
+                  rivals=dict(targets=["SPARSE_PARITY_2", "SPARSE_PARITY_3"], Ns=[21],
+                              control_N=7)),
 }
 #: When a model counts as having learned f (``criterion``, checked every ``eval_every`` steps
 #: and later every ``eval_growth`` x the step count, on all 2^N strings up to
@@ -203,11 +219,15 @@ EVAL = dict(criterion=0.99, eval_every=5, eval_growth=0.05, exhaustive_max=11, n
             curve_points=60, dtype="float32", n_profile=512,
             sharpness=dict(n_strings=256, iters=60, tol=1e-3),
             basin=dict(sigmas=[float(s) for s in np.geomspace(1e-4, 0.3, 13).round(6)],
-                       copies=8, n_strings=256))
+                       copies=8, n_strings=256),
+            signal=None)
+#: The gradient signal logged along PARITY's runs (``ch6.training``'s PARITY cells only): at
+#: ``points`` geometric steps, on all 2^N strings up to ``max_strings`` (every book length).
+SIGNAL = dict(points=12, max_strings=8192)
 
 
 def configs(Ns, seeds, budget, batch, lr, targets=TARGETS, sparse=None, long=None,
-            **evaluation) -> list:
+            rivals=None, **evaluation) -> list:
     """The configurations of ``ch6.training``: one per (target, N), ``seeds`` models each
     (the sparse targets at their own lengths)."""
     ev = {**EVAL, **evaluation}
@@ -215,7 +235,8 @@ def configs(Ns, seeds, budget, batch, lr, targets=TARGETS, sparse=None, long=Non
     cells = [(t, N) for t in targets for N in Ns]
     if sparse:
         cells += [(t, N) for t in sparse["targets"] for N in sparse["Ns"]]
-    return [dict(target=t, N=int(N), seeds=list(range(int(seeds))), protocol=pr, **ev)
+    return [dict(target=t, N=int(N), seeds=list(range(int(seeds))), protocol=pr,
+                 **{**ev, "signal": SIGNAL if t == "PARITY" else ev["signal"]})
             for t, N in cells]
 
 
@@ -235,6 +256,19 @@ def long_configs(scale: str) -> list:
             for t, N, eps in cells]
 
 
+def rival_configs(scale: str) -> list:
+    """The configurations of ``ch6.rivals``: sparse PARITY at the lengths of
+    ``SIZES[scale]["rivals"]`` that ``ch6.training`` does not train already (ch6's protocol,
+    budget and seeds, no sharpness or basin), and ``ch6.training``'s PARITY cell at
+    ``control_N`` trained again with the gradient-signal logging off."""
+    s = SIZES[check_scale(scale, "scale")]
+    rv = s["rivals"]
+    have = {(c["target"], c["N"]): c for c in sweep(scale).configs}
+    cells = configs(**{**s, "targets": [], "sparse": rv}, sharpness=None, basin=None)
+    return ([c for c in cells if (c["target"], c["N"]) not in have]
+            + [dict(have[("PARITY", rv["control_N"])], signal=None, sharpness=None, basin=None)])
+
+
 def sweep(scale: str, **overrides):
     """Chapter 6's sweep at a scale (``SIZES``; ``overrides`` change single sizes)."""
     sizes = {**SIZES[check_scale(scale, "scale")], **overrides}
@@ -245,7 +279,8 @@ def sweep(scale: str, **overrides):
 #: log2(steps) = a + b N (N capped at 21), per target: a rough fit to measured ci and book
 #: runs, used only to predict cost (other targets are predicted at the full budget).
 _COST_STEPS = {"PARITY": (5.1, 0.6), "FIRST": (4.9, 0.07), "MAJORITY": (4.0, 0.15),
-               "SPARSE_PARITY_3": (6.6, 0.25), "SPARSE_MAJORITY_3": (6.0, 0.2)}
+               "SPARSE_PARITY_2": (6.3, 0.14), "SPARSE_PARITY_3": (6.6, 0.25),
+               "SPARSE_MAJORITY_3": (6.0, 0.2)}
 
 
 def cost(config: dict) -> float:
@@ -267,8 +302,13 @@ def cost(config: dict) -> float:
         bs = config["basin"]
         probe += P * (0.05 + 1e-6 * len(bs["sigmas"]) * bs["copies"]
                       * min(2**N, bs["n_strings"]) * (N + 1))
-    per_step = 5e-3 + 2.5e-6 * P * pr["batch"] * (N + 1) * (1 + (N + 1) / 100)
-    return 0.05 + steps * per_step + 1e-6 * checks * P * strings * (N + 1) + probe
+    fb = 2.5e-6 * P * (N + 1) * (1 + (N + 1) / 100)      # forward and backward, one string
+    if config["signal"]:
+        sg = config["signal"]
+        probe += fb * min(2**N, sg["max_strings"]) * sum(
+            1 for s in curve_schedule(pr["steps"], sg["points"]) if s <= steps)
+    return 0.05 + steps * (5e-3 + fb * pr["batch"]) + 1e-6 * checks * P * strings * (N + 1) \
+        + probe
 
 
 register(Experiment("ch6.training", lambda scale: sweep(scale).configs,
@@ -277,6 +317,9 @@ register(Experiment("ch6.training", lambda scale: sweep(scale).configs,
                         "trained models compute (chapter 6)"))
 register(Experiment("ch6.long", long_configs, "sensbook.experiments.ch6:run_config", cost,
                     doc="FIRST and MAJORITY at long inputs, two layer-norm eps (chapter 6)"))
+register(Experiment("ch6.rivals", rival_configs, "sensbook.experiments.ch6:run_config", cost,
+                    doc="sparse PARITY at more lengths, and a PARITY cell without the "
+                        "gradient-signal logging (chapter 6, the rival explanations)"))
 
 
 # ---- chapter 6: analysis ------------------------------------------------------------------
@@ -284,8 +327,8 @@ def times(configs, results) -> list:
     """One row per configuration: the per-seed steps to learn as an array with ``inf`` for
     censored seeds, the budget, counts, the loss curve, layer-norm ``eps``, and the trained
     models' measurements: ``before`` / ``after`` profile fractions (seeds, N+1) with their
-    ``profile_strings``, ``accuracy``, ``margin``, ``theta_norm``, ``sharpness`` and
-    ``sigma99`` (NaN for censored seeds). None results are skipped."""
+    ``profile_strings``, ``accuracy``, ``margin``, ``theta_norm``, ``sharpness``, ``sigma99``
+    (NaN for censored seeds) and the logged ``signal`` (or None). None results are skipped."""
     rows = []
     nan = lambda v: np.array([np.nan if a is None else a for a in v], dtype=float)
     for c, r in zip(configs, results):
@@ -311,6 +354,7 @@ def times(configs, results) -> list:
         row["theta_norm"] = np.asarray(r["after"]["theta_norm"])
         row["sharpness"] = nan(r["sharpness"]["lam"]) if r["sharpness"] else np.full(len(t), np.nan)
         row["sigma99"] = nan(r["basin"]["sigma99"]) if r["basin"] else np.full(len(t), np.nan)
+        row["signal"] = r.get("signal")
         rows.append(row)
     return rows
 
@@ -457,12 +501,18 @@ def preferred_growth(fits, margin: float = 2.0) -> str:
     N) when every law prefers it by more than ``margin`` log-likelihood units (a likelihood
     ratio above e^2, about 7), else ``"cannot tell"``."""
     diffs = [g["heldout"]["N"] - g["heldout"]["logN"] for g in fits if g["heldout"]]
-    if not diffs:
-        return "cannot tell"
-    if all(x > margin for x in diffs):
-        return "N"
-    if all(x < -margin for x in diffs):
-        return "log N"
+    return prefer(diffs, ("N", "log N"), margin)
+
+
+def prefer(diffs, names, margin: float = 2.0) -> str:
+    """``names[0]`` if every held-out log-likelihood difference (first minus second, one per
+    error law) is above ``margin``, ``names[1]`` if every one is below -``margin``, else
+    ``"cannot tell"`` (also when there is none)."""
+    diffs = list(diffs)
+    if diffs and all(x > margin for x in diffs):
+        return names[0]
+    if diffs and all(x < -margin for x in diffs):
+        return names[1]
     return "cannot tell"
 
 
@@ -520,6 +570,108 @@ def table(rows) -> str:
         out.append("<tr>" + "".join(cell(v) for v in (
             r["name"], r["N"], f"{r['learned']}/{r['seeds']}", span, r["budget"])) + "</tr>")
     return "\n".join(out + ["</tbody>", "</table>"])
+
+
+# ---- chapter 6: the rival explanations ------------------------------------------------------
+def power_growth(rows, target_name: str, dist: str = "log-normal") -> dict:
+    """steps ~ N^k: the censored accelerated-failure-time model log2 steps = a + k log2 N +
+    sigma e (:func:`sensbook.survival.fit_aft`) and k's 95% profile-likelihood interval."""
+    N, t, d = _censored_data(rows, target_name)
+    fit = fit_aft(np.log2(N), t, d, dist)
+    low, high = profile_interval(np.log2(N), t, d, dist, fit=fit)
+    return dict(target=target_name, dist=dist, exponent=fit["b"], low=low, high=high,
+                censored=int((~d).sum()), n=len(t))
+
+
+def plateau_signal(row, start: int = 10, tol: float = 0.01) -> dict:
+    """Per seed of a cell whose gradient signal was logged (``ch6.training``'s PARITY cells):
+    ``exit`` (:func:`plateau_exit`, inf if the loss never left log 2), ``time`` (the exit, or
+    the steps run where it never left: then ``left`` is False, a censored time), ``at``: the
+    first logged step of its plateau (>= ``start``, before the exit, the loss on all strings
+    within ``tol`` of log 2), and there ``grad_norm`` (||grad L|| on all strings), ``coef``
+    (|degree-N Fourier coefficient of T|), ``weight`` (coef^2 / mean T^2) and
+    ``batch_grad_norm`` (the minibatch gradient's): what the plateau starts with, measured
+    before the escape; NaN for a seed with no logged step on its plateau."""
+    sig, ex = row["signal"], plateau_exit(row)
+    at = np.asarray(sig["steps"], dtype=float)[:, None]
+    on = (at >= start) & (at < ex) & (np.abs(np.asarray(sig["loss"]) - math.log(2)) < tol)
+    i, has = on.argmax(0), on.any(0)
+    pick = lambda v: np.where(has, np.asarray(v, dtype=float)[i, np.arange(len(i))], np.nan)
+    c = np.asarray(sig["parity_coef"])
+    return dict(grad_norm=pick(sig["grad_norm"]), coef=pick(np.abs(c)),
+                weight=pick(c * c / np.asarray(sig["mean_square"])),
+                batch_grad_norm=pick(sig["batch_grad_norm"]), at=pick(np.repeat(at, len(i), 1)),
+                exit=ex, time=np.minimum(ex, row["steps_run"]), left=np.isfinite(ex))
+
+
+def parity_sigma_star(Ns, scale: str | None = None) -> np.ndarray:
+    """sigma* of chapter 5's exact PARITY construction under uniform noise (where P(exact)
+    falls to 1/2; ``ch5.basin``'s stored results at ``scale``) at each length of ``Ns``:
+    linear in (log N, log sigma*) between ch5's lengths, extrapolated from the end ones."""
+    sc = current_scale() if scale is None else check_scale(scale, "scale")
+    basin = ch5.basin_merge(get("ch5.basin").configs(sc),
+                            run_experiment("ch5.basin", sc, report=False))
+    n5 = ch5.basin_lengths("PARITY", sc)
+    s5 = [critical_sigma(ch5.basin_sigmas(sc), basin["uniform", "PARITY", N]["p_exact"])
+          for N in n5]
+    if not np.isfinite(s5).all():
+        raise ValueError(f"sigma* is undefined at some of ch5's lengths {n5}: {s5}")
+    lx, ly, q = np.log(n5), np.log(s5), np.log(np.asarray(Ns, dtype=float))
+    i = np.clip(np.searchsorted(lx, q), 1, len(lx) - 1)
+    return np.exp(ly[i - 1] + (q - lx[i - 1]) / (lx[i] - lx[i - 1]) * (ly[i] - ly[i - 1]))
+
+
+def exit_fit(rows, covariate: str, dist: str = "log-normal", sigma_star=None,
+             start: int = 10) -> dict:
+    """How PARITY's plateau exit follows a covariate c across lengths and seeds: log2 exit =
+    a + k log2 c + sigma e, censored where the loss never left the plateau, fitted by
+    maximum likelihood; k with its 95% profile interval, and the leave-one-length-out
+    held-out log-likelihood (:func:`sensbook.survival.heldout_loglik`). c is per seed
+    ``grad_norm``, ``coef`` or ``weight`` (:func:`plateau_signal`), or ``sigma_star``: one
+    value per length (``sigma_star``: {N: sigma*}). Every covariate uses the same seeds: those
+    with a logged step on their plateau."""
+    N, t, d, c = [], [], [], []
+    for r in rows:
+        if r["target"] != "PARITY" or not r.get("signal"):
+            continue
+        ps = plateau_signal(r, start)
+        ok = np.isfinite(ps["grad_norm"])
+        v = np.full(r["seeds"], sigma_star[r["N"]]) if covariate == "sigma_star" \
+            else ps[covariate]
+        N += [r["N"]] * int(ok.sum())
+        t, d, c = t + list(ps["time"][ok]), d + list(ps["left"][ok]), c + list(v[ok])
+    N, t, d, x = np.array(N, float), np.array(t), np.array(d, bool), np.log2(c)
+    fit = fit_aft(x, t, d, dist)
+    low, high = profile_interval(x, t, d, dist, fit=fit)
+    held = heldout_loglik(N, t, d, lambda _: x, dist)["total"] if len(set(N)) >= 3 else None
+    return dict(covariate=covariate, dist=dist, exponent=fit["b"], low=low, high=high,
+                heldout=held, n=len(t), censored=int((~d).sum()), lengths=sorted(set(N)))
+
+
+def within_length_tau(rows, covariate: str = "grad_norm", n_perm: int = 2000,
+                      seed: int = 0) -> dict:
+    """Does the signal order the seeds of one length (sigma*, one value a length, cannot)?
+    Kendall's tau between ``covariate`` (:func:`plateau_signal`) and the plateau exit over
+    the seed pairs of each PARITY length whose order is known (a censored exit is later than
+    every exit before it), pooled, with a one-sided permutation p-value for tau < 0 (larger
+    signal, earlier exit) from shuffling the covariate within each length."""
+    groups = [(ps[covariate][ok], ps["time"][ok], ps["left"][ok]) for ps, ok in (
+        (ps, np.isfinite(ps[covariate])) for ps in (
+            plateau_signal(r) for r in rows if r["target"] == "PARITY" and r.get("signal")))
+        if ok.sum() >= 2]
+
+    def tau(gs):
+        num = den = 0
+        for c, t, d in gs:
+            i, j = np.triu_indices(len(c), 1)
+            known = (d[i] & (t[i] < t[j])) | (d[j] & (t[j] < t[i]))   # which left first
+            s = np.sign(c[i] - c[j]) * np.sign(t[i] - t[j])
+            num, den = num + s[known].sum(), den + known.sum()
+        return num / den if den else np.nan
+
+    rng, obs = np.random.default_rng(seed), tau(groups)
+    perm = [tau([(rng.permutation(c), t, d) for c, t, d in groups]) for _ in range(n_perm)]
+    return dict(tau=float(obs), p=float((1 + np.sum(np.array(perm) <= obs)) / (1 + n_perm)))
 
 
 # ---- chapter 6: what trained FIRST uses at long N, and the ablation of 1[n = 1] ------------

@@ -1,4 +1,5 @@
 """Chapter 6's experiment (sensbook/experiments/ch6.py): steps to learn, censoring, tables."""
+import math
 import numpy as np
 import pytest
 import torch
@@ -215,3 +216,96 @@ def test_chapter6_configs_one_per_target_and_length_within_the_book_budget():
     # the chapter's book-scale budget: 600 CPU-seconds of one thread (training and long)
     assert sum(ch6.cost(c) for c in ch6.sweep("book").configs + ch6.long_configs("book")) <= 600
     assert sb.experiment("ch6.training").configs("ci") == ch6.sweep("ci").configs
+
+
+def test_rival_configs_add_new_sparse_cells_and_one_unlogged_parity_cell():
+    for scale in sb.SCALES:
+        trained = {(c["target"], c["N"]): c for c in ch6.sweep(scale).configs}
+        cs = ch6.rival_configs(scale)
+        rv = ch6.SIZES[scale]["rivals"]
+        sparse, ctrl = cs[:-1], cs[-1]
+        assert all((c["target"], c["N"]) not in trained and c["signal"] is None
+                   and c["target"] in rv["targets"] for c in sparse)
+        assert {(c["target"], c["N"]) for c in sparse} | {
+            k for k in trained if k[0] in rv["targets"]} >= {
+            (t, N) for t in rv["targets"] for N in rv["Ns"]}
+        same = trained[("PARITY", rv["control_N"])]
+        assert same["signal"] and ctrl["signal"] is None
+        assert {k: v for k, v in ctrl.items() if k not in ("signal", "sharpness", "basin")} == \
+            {k: v for k, v in same.items() if k not in ("signal", "sharpness", "basin")}
+        assert all(c["signal"] is None for c in trained.values() if c["target"] != "PARITY")
+    # the issue's share of the book budget: about 200 CPU-seconds for the new work
+    logged = sum(ch6.cost(c) - ch6.cost(dict(c, signal=None)) for c in ch6.sweep("book").configs)
+    assert 0 < logged and logged + sum(ch6.cost(c) for c in ch6.rival_configs("book")) <= 210
+
+
+def test_power_growth_recovers_a_known_exponent_with_censoring():
+    rng = np.random.default_rng(2)
+    Ns = (5, 9, 13, 21)
+    true = {N: 40 * N ** 1.5 * 2 ** (0.3 * rng.standard_normal(8)) for N in Ns}
+    budget = 3000
+    rows = [_row("A", N, [s if s <= budget else None for s in true[N]], budget=budget)
+            for N in Ns]
+    g = ch6.power_growth(rows, "A")
+    assert g["low"] < 1.5 < g["high"] and g["censored"] > 0
+
+
+def _signal_row(N, exits, coef0, budget=1000):
+    """A PARITY cell whose loss leaves log 2 at ``exits`` and whose logged signal at every
+    step is ``coef0`` per seed (grad norm twice that), the loss on log 2 before the exit."""
+    steps = [1, 5, 20, 80, 320, 1000]
+    cs = np.unique(np.r_[np.geomspace(1, budget, 300).round(), steps])   # the loss windows
+    ex = np.array(exits, dtype=float)
+    curve = np.where(cs[:, None] >= ex, 0.3, math.log(2))
+    loss = np.where(np.array(steps)[:, None] >= ex, 0.3, math.log(2) + 0.001)
+    loss[0] = 0.75                                         # not yet on the plateau at step 1
+    c = np.tile(coef0, (len(steps), 1))
+    row = _row("PARITY", N, [None if e > budget else e for e in exits], budget=budget)
+    row.update(curve_steps=cs, curve=curve, steps_run=budget,
+               signal=dict(steps=steps, loss=loss.tolist(), grad_norm=(2 * c).tolist(),
+                           parity_coef=(-c).tolist(), mean_square=np.ones_like(c).tolist(),
+                           batch_grad_norm=(3 * c).tolist()))
+    return row
+
+
+def test_plateau_signal_is_read_at_the_first_logged_step_on_the_plateau():
+    row = _signal_row(7, [80, 320, math.inf], [1e-2, 1e-3, 1e-4])
+    ps = ch6.plateau_signal(row)
+    np.testing.assert_array_equal(ps["at"], [20, 20, 20])
+    np.testing.assert_allclose(ps["coef"], [1e-2, 1e-3, 1e-4])
+    np.testing.assert_allclose(ps["grad_norm"], [2e-2, 2e-3, 2e-4])
+    np.testing.assert_array_equal(ps["left"], [True, True, False])
+    np.testing.assert_array_equal(ps["time"], [80, 320, 1000])
+    early = _signal_row(7, [5, 320], [1e-2, 1e-3])          # left before any plateau step
+    assert np.isnan(ch6.plateau_signal(early)["coef"][0])
+
+
+def test_exit_fit_recovers_the_exponent_of_a_signal_that_sets_the_exit():
+    rng = np.random.default_rng(3)
+    rows = []
+    for N in (5, 7, 9, 11):
+        coef = 10 ** rng.uniform(-4, -2, 6)
+        exits = np.round(2 * coef ** -1.0 * 2 ** (0.1 * rng.standard_normal(6)))
+        rows.append(_signal_row(N, exits, coef, budget=10**6))
+    g = ch6.exit_fit(rows, "coef")
+    assert g["low"] < -1.0 < g["high"] and g["n"] == 24 and g["heldout"] is not None
+    star = ch6.exit_fit(rows, "sigma_star", sigma_star={5: 0.1, 7: 0.08, 9: 0.06, 11: 0.05})
+    assert g["heldout"] > star["heldout"] + 2          # sigma* cannot order seeds of one N
+    tau = ch6.within_length_tau(rows, "coef", n_perm=200)
+    assert tau["tau"] < -0.5 and tau["p"] < 0.05
+    flat = ch6.within_length_tau(rows, "grad_norm", n_perm=200, seed=1)
+    assert flat["tau"] == tau["tau"]                    # grad_norm = 2 coef: the same order
+
+
+def test_parity_sigma_star_interpolates_chapter5_in_log_log(monkeypatch):
+    Ns5 = sb.experiments.ch5.basin_lengths("PARITY", "ci")
+    sig = sb.experiments.ch5.basin_sigmas("ci")
+    star = {N: 0.5 * N ** -1.0 for N in Ns5}
+    p = {N: np.exp(-(sig / star[N]) ** 2) for N in Ns5}
+    monkeypatch.setattr(ch6, "run_experiment", lambda *a, **k: None)
+    monkeypatch.setattr(ch6.ch5, "basin_merge", lambda c, r: {
+        ("uniform", "PARITY", N): dict(p_exact=p[N]) for N in Ns5})
+    want = np.array([sb.critical_sigma(sig, p[N]) for N in Ns5])
+    np.testing.assert_allclose(ch6.parity_sigma_star(Ns5, "ci"), want, rtol=1e-12)
+    mid = ch6.parity_sigma_star([5, 3, 13], "ci")             # between, and beyond the ends
+    assert want[1] < mid[0] < want[0] and mid[1] > want[0] and mid[2] < want[-1]

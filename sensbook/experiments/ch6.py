@@ -576,9 +576,9 @@ def table(rows) -> str:
 def power_growth(rows, target_name: str, dist: str = "log-normal") -> dict:
     """steps ~ N^k: the censored accelerated-failure-time model log2 steps = a + k log2 N +
     sigma e (:func:`sensbook.survival.fit_aft`) and k's 95% profile-likelihood interval."""
-    N, t, d = _censored_data(rows, target_name)
-    fit = fit_aft(np.log2(N), t, d, dist)
-    low, high = profile_interval(np.log2(N), t, d, dist, fit=fit)
+    N, t, d, lower = _censored_data(rows, target_name)     # interval-censored, as growth
+    fit = fit_aft(np.log2(N), t, d, dist, lower=lower)
+    low, high = profile_interval(np.log2(N), t, d, dist, fit=fit, lower=lower)
     return dict(target=target_name, dist=dist, exponent=fit["b"], low=low, high=high,
                 censored=int((~d).sum()), n=len(t))
 

@@ -360,7 +360,7 @@ class Recognizer(nn.Module):
         used to size profiler chunks (a few (S, D)-sized tensors, the (S, F) FFN hidden layer,
         the (S, 3D) projections and the (H, S, S) attention weights)."""
         S = N + 1
-        per = self.P * S * (8 * self.D + 2 * self.F + 2 * self.H * S)
+        per = self.P * S * (12 * self.D + 2 * self.F + 2 * self.H * S)
         return per * torch.finfo(self.dtype).bits // 8
 
     def __repr__(self):

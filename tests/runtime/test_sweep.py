@@ -273,7 +273,7 @@ from sensbook.experiments import EXPERIMENTS, Experiment, registry
 from sensbook.cli import main
 registry()
 EXPERIMENTS["test.slow"] = Experiment(
-    "test.slow", lambda s: [{{"i": i, "sleep": 1.0}} for i in range(24)],
+    "test.slow", lambda s: [{{"i": i, "sleep": 1.0}} for i in range(48)],
     "tests.runtime.test_store:logged", lambda c: 1.0)
 sys.exit(main(["sweep", "test.slow", "--scale", "ci", "--out", {out!r}, "--workers", "2"]))
 """
@@ -291,7 +291,7 @@ def test_ctrl_c_stops_a_pool_at_once_keeps_what_is_stored_and_says_how_to_resume
         while not list((out / "test.slow").glob("*.json")) and time.time() < deadline:
             time.sleep(0.05)                 # both workers busy, claims held
         os.killpg(p.pid, signal.SIGINT)      # Ctrl-C in a terminal: the whole process group
-        _, err = p.communicate(timeout=30)   # 24 x 1 s on 2 workers would take 12 s more
+        _, err = p.communicate(timeout=40)   # 48 x 1 s on 2 workers would take 24 s more
     finally:
         if p.poll() is None:
             os.killpg(p.pid, signal.SIGKILL)
@@ -299,13 +299,13 @@ def test_ctrl_c_stops_a_pool_at_once_keeps_what_is_stored_and_says_how_to_resume
     assert p.returncode == 130, err
     assert "Traceback" not in err and "run the same command again to resume" in err
     stored = list((out / "test.slow").glob("*.json"))
-    assert 1 <= len(stored) < 24 and f"{len(stored)} of 24 configurations are stored" in err
+    assert 1 <= len(stored) < 48 and f"{len(stored)} of 48 configurations are stored" in err
     assert not list((out / "test.slow").glob("*.claim"))    # released, nothing to wait for
     workers = {pid for pid, _ in sb_calls(log)}
     assert len(workers) == 2 and not any(_alive(w) for w in workers)
     runner = "tests.runtime.test_store:logged"
     store = sb.Store(out, "test.slow", sensbook.runtime.store.version(runner))
-    assert sum(store.done({"i": i, "sleep": 1.0}) for i in range(24)) == len(stored)
+    assert sum(store.done({"i": i, "sleep": 1.0}) for i in range(48)) == len(stored)
 
 
 def sb_calls(log):

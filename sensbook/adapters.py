@@ -330,7 +330,7 @@ class TorchClassifier:
         """Bytes one string of length N costs in a call, measured on a probe of
         ``PROBE_STRINGS`` strings: the larger of the peak of the tensors the forward pass
         allocates (:func:`measure_peak_bytes`, times ``PROBE_FACTOR``) and the memory the call
-        adds at its peak (:func:`measure_resident_bytes`, times ``RESIDENT_FACTOR``: fused
+        adds at its peak (``measure_resident_bytes``, times ``RESIDENT_FACTOR``: fused
         kernels such as PyTorch's encoder fast path allocate buffers no tensor count sees);
         cached per N. The profilers size their chunks by it."""
         if N not in self._estimates:

@@ -313,10 +313,10 @@ def learn(model, f: BooleanFunction, N: int, seeds, protocol: Protocol = Protoco
     Returns ``steps`` (per seed), ``steps_run``, ``curve`` (window-mean losses at
     ``log_steps``, see :func:`train_population`), ``eval_steps``, ``eval_accuracy``.
 
-    With ``signal_steps`` (and ``signal_strings``, the strings x of :func:`gradient_signal`),
+    With ``signal_steps`` (and ``signal_strings``, the strings x of ``gradient_signal``),
     after each of those steps it also records the gradient signal of every model
-    (:func:`gradient_signal`) and the norm of the minibatch gradient that step's update used:
-    ``signal`` = {``steps``, and per key of :func:`gradient_signal` plus ``batch_grad_norm``
+    (``gradient_signal``) and the norm of the minibatch gradient that step's update used:
+    ``signal`` = {``steps``, and per key of ``gradient_signal`` plus ``batch_grad_norm``
     a list (one row of P per recorded step)}. The logging reads the model and never writes it
     (its gradients are taken with ``torch.autograd.grad``, not accumulated), so training is
     the same with it or without it (``tests/test_train.py``).

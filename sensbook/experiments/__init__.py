@@ -191,7 +191,7 @@ def banner(*names: str) -> str:
     predicted time of the rest (the cost models: one CPU core; a GPU is faster by a factor not
     measured yet).
 
-    It also sets up the notebook: the book's figure style (:func:`sensbook.pages.use_style`)
+    It also sets up the notebook: the book's figure style (``sensbook.pages.use_style``)
     and one torch thread for the rest of the session (said on its first line). The book's
     computations are small matrices, which more threads only slow down: with Colab's two
     threads chapter 1 ran in 66 s against 17 s in one (issue 28).

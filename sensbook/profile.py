@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 from .adapters import check_mode, explain_call, explain_output
-from .adapters import trim_memory as _trim, user_stacklevel
+from .adapters import trim_memory, user_stacklevel
 from .boolean import (MAX_EXHAUSTIVE_N, check_int, check_n, check_real, check_seed,
                       index_to_strings)
 from .settings import check_device, progress as _progress
@@ -612,7 +612,7 @@ def sensitivity_profile(classifier, N: int, *, margin: float | str = 0.0,
         if seed is not None:
             check_seed(seed)
         table = truth_table(classifier, N, margin=margin, **kwargs)
-        _trim()
+        trim_memory()
         return profile_from_table(table, memory_mb=kwargs.get("memory_mb", 256))
     return sampled_profile(classifier, N, n_samples, margin=margin, **kwargs)
 

@@ -20,7 +20,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 MEASURE = r"""
 import json, sys, torch, sensbook as sb
-from sensbook.profile import _trim
+from sensbook.adapters import trim_memory
 torch.set_num_threads(1)
 a = json.loads(sys.argv[1])
 def kib(k):
@@ -31,7 +31,7 @@ m = sb.Recognizer.random(P=a["P"], D=a["D"], L=1, seed=0)
 kw = dict(memory_mb=a["mb"], chunk_size=a.get("chunk"), progress=False)
 warm = dict(kw, n_samples=2) if a.get("n") else kw
 sb.sensitivity_profile(m, 6, **warm)                   # warm-up: kernels, thread pools, imports
-_trim()
+trim_memory()
 open("/proc/self/clear_refs", "w").write("5")           # reset the peak RSS to the current RSS
 base = kib("VmRSS")
 p = sb.sensitivity_profile(m, a["N"], n_samples=a.get("n"), **kw)

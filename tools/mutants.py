@@ -76,12 +76,12 @@ MUTANTS = (
     Mutant("sparse-is-parity", "every m-sparse PARITY target is silently the full PARITY",
            "train.py", "return (sparse_parity if cls == \"parity\" else sparse_majority)(range(1, m + 1))",
            "return PARITY if cls == \"parity\" else sparse_majority(range(1, m + 1))",
-           ("ch6_training",)),
+           ("ch6_explanations",)),
     Mutant("logging-moves-weights", "logging the gradient signal nudges the parameters",
            "train.py", "            signal[\"steps\"].append(step)\n",
            "            signal[\"steps\"].append(step)\n"
            "            [p.data.mul_(1 + 1e-6) for p in model.parameters()]  # mutant\n",
-           ("ch6_training",)),
+           ("ch6_explanations",)),
     Mutant("search-ignores-eps", "the worst-case flip search runs at eps = 0 whatever eps is",
            "hinge.py", "    model = _check_model(model)\n    x = torch.as_tensor(x).to(model.dtype)",
            "    model = _check_model(model)\n    model.eps = 0.0  # mutant\n"

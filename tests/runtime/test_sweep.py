@@ -283,9 +283,12 @@ def test_ctrl_c_stops_a_pool_at_once_keeps_what_is_stored_and_says_how_to_resume
     from tests.runtime.test_store import _alive
     log, out = tmp_path / "log", tmp_path / "out"
     env = {**os.environ, "STORE_LOG": str(log), "PYTHONPATH": str(ROOT), "SENSBOOK_PROGRESS": "0"}
+    # the sweep starts as from a terminal, SIGINT at its default: a test run launched in the
+    # background of a script inherits SIGINT ignored, and Python keeps an inherited SIG_IGN
     p = subprocess.Popen([sys.executable, "-c", INTERRUPTED.format(root=str(ROOT), out=str(out))],
                          env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                         start_new_session=True)
+                         start_new_session=True,
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         deadline = time.time() + 120
         while not list((out / "test.slow").glob("*.json")) and time.time() < deadline:

@@ -201,11 +201,18 @@ def _pool(jobs, take, *, workers, devices=None, mp_context=None, stores=()):
             take(futures[fut], fut)
     except (KeyboardInterrupt, SystemExit) as stop:
         procs = list((getattr(ex, "_processes", None) or {}).values())   # no public accessor
+        manager = getattr(ex, "_executor_manager_thread", None)   # shutdown() forgets it
         for proc in procs:
             proc.kill()
         ex.shutdown(wait=False, cancel_futures=True)
         for proc in procs:
             proc.join(5)
+        # let the pool's manager thread see its dead workers and close its wakeup pipe now:
+        # left running, it races the interpreter's exit hook, which writes to that pipe
+        # (a "Bad file descriptor" traceback after the interrupt message; CPython gh-125451
+        # gives the pipe its own lock in later releases, not in 3.11.7)
+        if manager is not None:
+            manager.join(10)
         for st in stores:
             st.release_claims(proc.pid for proc in procs)
         if isinstance(stop, SystemExit):

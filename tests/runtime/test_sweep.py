@@ -436,3 +436,32 @@ def test_cpu_devices_add_no_cores(tmp_path, monkeypatch):
                                 progress=False)
     assert FakePool.sizes == [2] and stats["computed"] == 6
     assert sweep_mod.bound_workers(4, ["cuda:0", "cuda:1", "cuda:2", "cuda:3"]) == 4   # GPUs do
+
+
+def test_an_interrupted_pool_has_closed_its_wakeup_pipe_before_the_exit_hook_runs(tmp_path):
+    # Python 3.11's exit hook writes to every live pool's wakeup pipe while the pool's manager
+    # thread may be closing it (a "Bad file descriptor" traceback after Ctrl-C's message):
+    # an interrupted sweep must return only once its manager thread has closed the pipe
+    import _thread
+    import signal
+    import threading
+    from concurrent.futures import process as cfp
+    from sensbook.runtime.sweep import Interrupted
+
+    sweep = sb.Sweep("test.slow", [{"i": i, "sleep": 1.0} for i in range(8)],
+                     "tests.runtime.test_store:logged")
+    out = tmp_path / "out"
+
+    def interrupt_once_one_is_stored():
+        while not list((out / "test.slow").glob("*.json")):
+            time.sleep(0.02)
+        _thread.interrupt_main()                 # what Ctrl-C does to the main thread
+
+    old = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        threading.Thread(target=interrupt_once_one_is_stored, daemon=True).start()
+        with pytest.raises(Interrupted):
+            sb.run_sweep(sweep, out, workers=2, progress=False)
+    finally:
+        signal.signal(signal.SIGINT, old)
+    assert all(w._closed for w in cfp._threads_wakeups.values()), "a pool's pipe is still open"

@@ -208,6 +208,13 @@ def fit_power(x, y):
     x, y = np.log(np.asarray(x, float)), np.log(np.asarray(y, float))
     if len(x) < 2 or x.shape != y.shape or not np.isfinite(y).all():
         raise ValueError("x and y must be equal-length, with >= 2 finite positive values")
+    return least_squares(x, y)
+
+
+def least_squares(x, y):
+    """Least-squares line y = a + b x: (b, stderr of b with n - 2 degrees of freedom, a);
+    the stderr is nan with two points."""
+    x, y = np.asarray(x, float), np.asarray(y, float)
     A = np.stack([np.ones_like(x), x], 1)
     coef, *_ = np.linalg.lstsq(A, y, rcond=None)
     dof = len(x) - 2

@@ -24,7 +24,7 @@ from ..survival import fit_aft, heldout_loglik, kaplan_meier, profile_interval
 from ..train import (Protocol, _check_seeds, accuracy, curve_schedule, eval_schedule,
                      held_out_strings, init_population, learn, min_margin, target,
                      top_hessian_eigenvalue)
-from ..volume import basin_curve, critical_sigma, t_quantile
+from ..volume import basin_curve, critical_sigma, least_squares, t_quantile
 from . import Experiment, ch5, get, register, run_experiment
 
 CONFIG_KEYS = ("target", "N", "seeds", "protocol", "criterion", "eval_every", "eval_growth",
@@ -531,21 +531,16 @@ def log_slope(rows, target_name: str, key: str, *, n_boot: int = 2000, seed: int
             ys.append(np.log2(v[ok]))
     if len(xs) < 2:
         raise ValueError(f"{target_name}: {key} is finite at fewer than two lengths")
-    fit = lambda x, y: np.polyfit(x, y, 1)[0]
-    b = fit(np.concatenate(xs), np.concatenate(ys))
+    x = np.concatenate(xs)
+    b, se, _ = least_squares(x, np.concatenate(ys))
     rng = np.random.default_rng(seed)
-    boot = [fit(np.concatenate(xs), np.concatenate([y[rng.integers(0, len(y), len(y))]
-                                                    for y in ys])) for _ in range(n_boot)]
+    boot = [least_squares(x, np.concatenate([y[rng.integers(0, len(y), len(y))]
+                                             for y in ys]))[0] for _ in range(n_boot)]
     lo, hi = np.quantile(boot, [0.025, 0.975])
     # beside the bootstrap (narrow with a few seeds per length): the t-interval of the
     # least-squares slope, n - 2 degrees of freedom
-    x, y = np.concatenate(xs), np.concatenate(ys)
     df = len(x) - 2
-    t_half = math.nan
-    if df > 0:
-        resid = y - np.polyval(np.polyfit(x, y, 1), x)
-        se = math.sqrt(resid @ resid / df / ((x - x.mean()) @ (x - x.mean())))
-        t_half = t_quantile(0.975, df) * se
+    t_half = t_quantile(0.975, df) * se if df > 0 else math.nan
     return dict(slope=float(b), low=float(lo), high=float(hi),
                 t_low=float(b - t_half), t_high=float(b + t_half), df=df,
                 Ns=[int(x[0]) for x in xs], median=[float(2 ** np.median(y)) for y in ys])

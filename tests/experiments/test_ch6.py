@@ -309,3 +309,18 @@ def test_parity_sigma_star_interpolates_chapter5_in_log_log(monkeypatch):
     np.testing.assert_allclose(ch6.parity_sigma_star(Ns5, "ci"), want, rtol=1e-12)
     mid = ch6.parity_sigma_star([5, 3, 13], "ci")             # between, and beyond the ends
     assert want[1] < mid[0] < want[0] and mid[1] > want[0] and mid[2] < want[-1]
+
+
+def test_log_slope_is_statsmodels_ols_with_its_t_interval():
+    import statsmodels.api as sm
+
+    rng = np.random.default_rng(3)
+    rows = [dict(target="X", N=N, key=2.0 ** (0.3 * N + rng.normal(0, 0.4, 5)))
+            for N in (5, 7, 9, 11)]
+    g = ch6.log_slope(rows, "X", "key", n_boot=200)
+    x = np.concatenate([np.full(5, r["N"], float) for r in rows])
+    ols = sm.OLS(np.log2(np.concatenate([r["key"] for r in rows])), sm.add_constant(x)).fit()
+    lo, hi = ols.conf_int(0.05)[1]
+    assert g["slope"] == pytest.approx(ols.params[1], abs=1e-12)
+    assert (g["t_low"], g["t_high"]) == pytest.approx((lo, hi), abs=1e-8)  # t_quantile to ~1e-9
+    assert g["df"] == 18 and g["low"] < g["slope"] < g["high"]

@@ -600,7 +600,10 @@ def sensitivity_profile(classifier, N: int, *, margin: float | str = 0.0,
     cannot fit are refused before any work. The chunk of strings per call is sized by the
     classifier's ``memory_per_string(N)`` method (bytes one string of length N costs in a call)
     when it has one, as the adapters do; without it, by 64 (N + 1) bytes a string, which a large
-    model exceeds (give it one, or pass ``chunk_size``). A profile in which most strings are
+    model exceeds (give it one, or pass ``chunk_size``). The budget bounds what is allocated at
+    once; glibc's ``malloc``, which raises its mmap threshold as large blocks are freed, can keep
+    more resident than that (a fragmented heap): set ``MALLOC_MMAP_THRESHOLD_=131072`` in the
+    environment for a resident peak that follows the budget. A profile in which most strings are
     undecided or non-finite comes with a warning.
     """
     if n_samples is None:

@@ -240,9 +240,15 @@ print(json.dumps({"peak_mib": (kib("VmHWM") - base) / 1024, "counted": int(p.cou
     dict(model="encoder", N=256, n=2, mb=32),                 # PyTorch's fused fast path
 ], ids=lambda c: f"{c['model']}-{c.get('attn', '')}-N{c['N']}")
 def test_item4_the_memory_budget_holds_for_transformers_models(case):
+    # glibc raises its mmap threshold as large blocks are freed; after that, freed activations
+    # stay in a fragmented heap and the resident peak is the allocator's history, not the
+    # budget's (bert-eager at 64 MiB: 24-44 MiB here, 65 and 72 MiB on CI). Fixing the threshold
+    # at glibc's default start (128 KiB) makes the resident peak follow what the profiler
+    # allocates (21 MiB, run to run within 0.2), which is what this test checks.
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1",
+           "MALLOC_MMAP_THRESHOLD_": "131072"}
     out = subprocess.run([sys.executable, "-c", MEASURE, json.dumps(case)], capture_output=True,
-                         text=True, cwd=ROOT,
-                         env={**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"})
+                         text=True, cwd=ROOT, env=env)
     assert out.returncode == 0, out.stderr
     got = json.loads(out.stdout.splitlines()[-1])
     assert got["counted"] > 0

@@ -49,6 +49,10 @@ class Transformer(nn.Module):
     """One transformer with the Recognizer's parameters and normalisation ``norm``:
     ``post`` (the Recognizer's own equations), ``pre``, ``none`` or ``rms``."""
 
+    #: Its outputs are scores T (sign = label), never probabilities: the profiler does not ask
+    #: whether scores that happen to lie in [0, 1] are probabilities (:func:`sensbook.truth_table`).
+    returns_scores = True
+
     def __init__(self, D=16, L=2, H=1, F=None, norm="post", eps=0.0):
         super().__init__()
         if norm not in ("post", "pre", "none", "rms"):
@@ -101,6 +105,10 @@ class LSTM(nn.Module):
     read left to right from h = c = 0 (gates i, f, g, o as in ``nn.LSTM``),
     T = w . h_N + omega."""
 
+    #: Its outputs are scores T (sign = label), never probabilities: the profiler does not ask
+    #: whether scores that happen to lie in [0, 1] are probabilities (:func:`sensbook.truth_table`).
+    returns_scores = True
+
     def __init__(self, D=16):
         super().__init__()
         self.D = D
@@ -125,6 +133,10 @@ class MLP(nn.Module):
     """One MLP on the string as a vector (fixed N):
     x -> ReLU(x W1 + b1) -> ReLU(. W2 + b2)
     -> . w + omega, hidden width ``width``."""
+
+    #: Its outputs are scores T (sign = label), never probabilities: the profiler does not ask
+    #: whether scores that happen to lie in [0, 1] are probabilities (:func:`sensbook.truth_table`).
+    returns_scores = True
 
     def __init__(self, N, width=64):
         super().__init__()
@@ -157,6 +169,7 @@ class Population(nn.Module):
         modules = list(modules)
         if not modules or not all(isinstance(m, nn.Module) for m in modules):
             raise ValueError("modules must be a non-empty list of nn.Module")
+        self.returns_scores = all(getattr(m, "returns_scores", False) for m in modules)
         if any(True for _ in modules[0].buffers()):
             raise ValueError("modules with buffers are not supported")
         params, _ = stack_module_state(modules)

@@ -113,6 +113,10 @@ class Recognizer(nn.Module):
     layer-norm variances and blowups.
     """
 
+    #: Its outputs are scores T (sign = label), never probabilities: the profiler does not ask
+    #: whether scores that happen to lie in [0, 1] are probabilities (:func:`sensbook.truth_table`).
+    returns_scores = True
+
     def __init__(self, P: int = 1, D: int = 16, L: int = 2, H: int = 1, F: int | None = None,
                  eps: float = 0.0, *, mark_first: bool = True, device=None,
                  dtype=torch.float32):

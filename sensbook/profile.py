@@ -138,10 +138,10 @@ class _FloatLabels:
         self.zero = self.zero or bool((out == 0).any())
         self.one = self.one or bool((out == 1).any())
 
-    def check(self):
+    def check(self, classifier):
         if self.only01 and self.zero and self.one:
             raise ValueError(_FLOAT_LABELS)
-        if 0 <= self.lo and 0 < self.hi <= 1:
+        if 0 <= self.lo and 0 < self.hi <= 1 and not getattr(classifier, "returns_scores", False):
             warnings.warn(_PROBABILITIES.format(lo=self.lo, hi=self.hi),
                           stacklevel=user_stacklevel())
 
@@ -327,7 +327,7 @@ def truth_table(classifier, N: int, *, margin: float | str = 0.0, device=None, d
             _check_table_fits(lab[..., :1].numel() * 2**N, device)
             table = torch.empty((*lab.shape[:-1], 2**N), dtype=torch.int8, device=lab.device)
         table[..., a:a + len(idx)] = lab
-    labels.check()
+    labels.check(classifier)
     return table
 
 
@@ -573,7 +573,7 @@ def sampled_profile(classifier, N: int, n_samples: int, *, margin: float | str =
         inc = inc + (decided & bad_nb).sum(-1)
         acc = acc + (base == ACCEPT).sum(-1)
         del labs, base, nbs, s
-    labels.check()
+    labels.check(classifier)
     return _warn_if_mostly_undecided(Profile(N, False, n_samples, counts, und, nonf, inc, acc))
 
 
@@ -585,7 +585,8 @@ def sensitivity_profile(classifier, N: int, *, margin: float | str = 0.0,
     float dtype, else float32; ``torch.long`` for 0/1 ids) on ``device``, and returns, for the B
     strings, bool labels (True accepts) or real scores T of shape (B,) or (*pop, B) whose
     **sign is the label**: T > 0 accepts, T < 0 rejects (probabilities need their threshold
-    subtracted; an output all in [0, 1] warns). A ``torch.nn.Module`` that wants token ids, a
+    subtracted; an output all in [0, 1] warns, unless the classifier has
+    ``returns_scores = True``, as sensbook's models do). A ``torch.nn.Module`` that wants token ids, a
     Hugging Face model or a scikit-learn estimator: wrap it in :class:`sensbook.TorchClassifier`
     or :class:`sensbook.SklearnClassifier`. A module in training mode with dropout is refused.
 

@@ -10,12 +10,14 @@ import os
 import pathlib
 import subprocess
 import sys
+import warnings
 
 import pytest
 import torch
 from torch import nn
 
 import sensbook as sb
+from sensbook.controls import MLP
 from tests.test_boolean import brute_profile
 
 transformers = pytest.importorskip("transformers")
@@ -170,6 +172,25 @@ def test_item2_probabilities_warn_and_read_with_their_threshold():
         sb.sensitivity_profile(lambda x: torch.as_tensor(logreg.predict_proba(x.numpy())[:, 1]), N,
                                progress=False)
 
+
+
+def test_item2_models_that_return_scores_are_not_asked_about_probabilities():
+    """A random transformer's scores can all lie in [0, 1] (w = 0, omega = 0.5 here): sensbook's
+    models say ``returns_scores``, so the profiler does not warn; the same outputs from a
+    callable that says nothing do warn."""
+    m = sb.Recognizer.random(P=2, D=4, L=1, seed=0)
+    with torch.no_grad():
+        m.w.zero_(), m.omega.fill_(0.5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        p = sb.sensitivity_profile(m, 6, progress=False)
+        mlps = [MLP(6, width=4) for _ in range(2)]          # zero weights: T = omega
+        for mlp in mlps:
+            nn.init.constant_(mlp.omega, 0.5)
+        sb.sensitivity_profile(sb.Population(mlps), 6, progress=False)
+    assert p.accepted.tolist() == [64, 64]
+    with pytest.warns(UserWarning, match=r"inside \[0, 1\]"):
+        sb.sensitivity_profile(lambda x: m(x), 6, progress=False)
 
 # ---- item 3: errors that name the fix -----------------------------------------------------------
 def test_item3_every_error_names_the_fix():

@@ -240,7 +240,7 @@ def test_gradient_signal_against_a_direct_computation():
         assert got["loss"][p] == pytest.approx(float(loss.detach()), rel=1e-12)
         assert got["grad_norm"][p] == pytest.approx(float(torch.sqrt(sum((v ** 2).sum() for v in g))),
                                                      rel=1e-10)
-        T = one(x)[0]
+        T = one(x)[0].detach()
         chi = torch.tensor([(-1) ** int(s.sum()) for s in x], dtype=torch.float64)
         assert got["parity_coef"][p] == pytest.approx(float((T * chi).sum() / 2**N), abs=1e-12)
         assert got["mean_square"][p] == pytest.approx(float((T * T).mean()), rel=1e-12)

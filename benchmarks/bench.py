@@ -254,6 +254,7 @@ def main():
     ap.add_argument("--full", action="store_true",
                     help="time the whole N=16, P=64 profile (minutes) instead of its first 2^12 strings")
     ap.add_argument("--cpu-only", action="store_true")
+    ap.add_argument("--cuda-only", action="store_true")
     ap.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
     ap.add_argument("--clock", choices=("wall", "cpu"), default="wall",
                     help="wall time, or process CPU time (use with --threads 1 on a shared machine)")
@@ -263,7 +264,9 @@ def main():
         CLOCK = time.process_time
     if args.threads:
         torch.set_num_threads(args.threads)
-    devices = [torch.device("cpu")]
+    if args.cuda_only and not torch.cuda.is_available():
+        ap.error("--cuda-only: this machine has no CUDA device")
+    devices = [] if args.cuda_only else [torch.device("cpu")]
     if torch.cuda.is_available() and not args.cpu_only:
         devices.append(torch.device("cuda"))
     t0 = time.perf_counter()

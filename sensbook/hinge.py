@@ -24,7 +24,7 @@ import torch
 
 from .geometry import ascend_in_box, check_bits, with_flips
 from .model import Recognizer
-from .profile import ACCEPT, REJECT, classify
+from .profile import ACCEPT, REJECT, check_memory_mb, classify
 
 __all__ = ["flip_hinge", "lemma29_ratio", "lemma29_slope", "flip_sensitivity",
            "maximise_influence"]
@@ -39,31 +39,44 @@ def _check_model(model):
 
 
 @torch.no_grad()
-def flip_hinge(model: Recognizer, x, bits=None, *, chunk: int = 64, blowups: bool = True):
+def flip_hinge(model: Recognizer, x, bits=None, *, chunk: int | None = None,
+               blowups: bool = True, memory_mb: float = 1024):
     """T(x), T(x xor e_i) and the blowups of Lemma 2.9, for each model, string and bit.
 
     ``x`` (B, N); ``bits`` positions (default all N). Returns a dict of tensors: ``T`` (P, B),
     ``T_flip`` (P, B, k), ``dT`` = |T_flip - T| (P, B, k) and, with ``blowups``,
     ``beta_pair`` = beta(x) beta(x xor e_i) (P, B, k) (+inf where a layer-norm input has
-    variance exactly 0 at eps = 0). Strings are evaluated ``chunk`` at a time with their flips.
+    variance exactly 0 at eps = 0). Each forward pass evaluates as many strings with their
+    flips as fit ``memory_mb`` by the model's :meth:`~sensbook.Recognizer.memory_per_string`
+    (at most ``chunk`` strings when given); when one string with all its flips does not fit,
+    its flips are evaluated in groups (all N flips at N = 1024 would take ~70 GiB for 9 models).
     """
     model = _check_model(model)
     x = torch.as_tensor(x).float()
     if x.dim() != 2:
         raise ValueError(f"x must have shape (B, N), got {tuple(x.shape)}")
     bits = torch.arange(x.shape[1]) if bits is None else torch.as_tensor(bits)
-    if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 1:
-        raise ValueError(f"chunk must be an integer >= 1, got {chunk!r}")
+    if chunk is not None and (isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 1):
+        raise ValueError(f"chunk must be None or an integer >= 1, got {chunk!r}")
+    rows = max(2, int(check_memory_mb(memory_mb) * 2**20 // model.memory_per_string(x.shape[1])))
+    k = len(bits)
+    b = max(1, rows // (1 + k) if chunk is None else min(chunk, rows // (1 + k)))
+    group = k if b * (1 + k) <= rows else rows - 1           # flips of one string per pass
     Ts, Bs = [], []
-    for a in range(0, max(x.shape[0], 1), chunk):                   # B = 0: empty tensors
-        xs = with_flips(x[a:a + chunk], bits)                       # (b, 1+k, N)
-        b, k1, N = xs.shape
+    for a in range(0, max(x.shape[0], 1), b):                       # B = 0: empty tensors
+        parts_T, parts_B = [], []
+        for g in range(0, max(k, 1), max(group, 1)):
+            xs = with_flips(x[a:a + b], bits[g:g + group])          # (b, 1+k', N): x first
+            n, k1, N = xs.shape
+            if blowups:
+                T, tr = model.trace(xs.reshape(n * k1, N))
+                parts_B.append(tr.beta.reshape(model.P, n, k1)[..., (g > 0):])
+            else:
+                T = model(xs.reshape(n * k1, N))
+            parts_T.append(T.reshape(model.P, n, k1)[..., (g > 0):])  # T(x) from the first group
+        Ts.append(torch.cat(parts_T, 2))
         if blowups:
-            T, tr = model.trace(xs.reshape(b * k1, N))
-            Bs.append(tr.beta.reshape(model.P, b, k1))
-        else:
-            T = model(xs.reshape(b * k1, N))
-        Ts.append(T.reshape(model.P, b, k1))
+            Bs.append(torch.cat(parts_B, 2))
     T = torch.cat(Ts, 1)
     out = {"T": T[..., 0], "T_flip": T[..., 1:], "dT": (T[..., 1:] - T[..., :1]).abs()}
     if blowups:

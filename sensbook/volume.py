@@ -277,7 +277,7 @@ def affine_class(table: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     valid = ((t == 0) | (t == 1)).all(-1)
     f0 = t[..., :1]
     S = (t[..., [1 << i for i in range(N)]] ^ f0).clamp(0, 1)                 # (*pop, N)
-    bits = index_to_strings(torch.arange(size), N, dtype=torch.int64)         # (2^N, N)
+    bits = index_to_strings(torch.arange(size, device=t.device), N, dtype=torch.int64)
     pred = ((bits * S.unsqueeze(-2)).sum(-1) % 2) ^ f0                        # (*pop, 2^N)
     affine = valid & (pred == t).all(-1)
     m = torch.where(affine, S.sum(-1), torch.full_like(S.sum(-1), -1))
@@ -295,7 +295,7 @@ def table_ids(table: torch.Tensor) -> torch.Tensor:
         raise ValueError("table must have 2^N entries, 1 <= N <= 5, in its last axis")
     t = table.to(torch.int64)
     ok = ((t == 0) | (t == 1)).all(-1)
-    ids = (t.clamp(0, 1) << torch.arange(size)).sum(-1)
+    ids = (t.clamp(0, 1) << torch.arange(size, device=t.device)).sum(-1)
     return torch.where(ok, ids, torch.full_like(ids, -1))
 
 
@@ -373,7 +373,7 @@ def parameter_function_map(N: int, n_models: int, *, D: int = 8, L: int = 2, H: 
         model = Recognizer.random(P, D, L, H, F, eps, init=init, scale=scale, seed=seed + j,
                                   device=device)
         tab = truth_table(model, N, margin=margin, progress=False)
-        ids.append(table_ids(tab))
+        ids.append(table_ids(tab).cpu())
     return census_from_ids(torch.cat(ids), N)
 
 

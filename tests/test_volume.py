@@ -166,3 +166,13 @@ def test_t_quantile_against_closed_forms_and_tables():
     assert sb.t_quantile(0.025, 4) == pytest.approx(-sb.t_quantile(0.975, 4))
     with pytest.raises(ValueError, match="df must be"):
         sb.t_quantile(0.975, 0)
+
+
+def test_table_instruments_compute_on_the_tables_device():
+    """A table on the GPU stays there (an H200 run of ch5.pf_map failed: a CPU arange met a CUDA
+    table). The meta device stands in for CUDA on a machine without one: mixing devices fails
+    on it the same way."""
+    t = torch.zeros(3, 8, dtype=torch.int8, device="meta")
+    assert sb.table_ids(t).device.type == "meta"
+    m, S = sb.affine_class(t)
+    assert m.device.type == S.device.type == "meta"

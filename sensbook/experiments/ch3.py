@@ -54,10 +54,7 @@ def influence_one(c: dict) -> dict:
     N |T(x) - T(x xor e_i)| and ``beta_pair`` = beta(x) beta(x xor e_i), shape (P, B, k)."""
     m = _model(c, c["P"], c["seed"])
     x = random_strings(c["N"], c["B"], seed=c["N"])
-    bits = flip_bits(c["N"], c["K"])
-    per = m.memory_per_string(c["N"]) * (1 + len(bits))  # one string, its flips
-    chunk = max(1, int(2**30 // per))
-    h = flip_hinge(m, x, bits, chunk=chunk)
+    h = flip_hinge(m, x, flip_bits(c["N"], c["K"]))        # passes sized to 1 GiB
     dT = h["dT"].double().cpu().numpy()
     return {"max_influence": enc(dT.max((1, 2))), "n_dT": enc(c["N"] * dT),
             "beta_pair": enc(h["beta_pair"].double().cpu().numpy())}

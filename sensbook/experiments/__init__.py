@@ -188,8 +188,8 @@ def banner(*names: str) -> str:
     configurations are stored here, how many the published store holds (Colab, or
     ``$SENSBOOK_PUBLISHED``; by its index, which a fetch has not confirmed yet: what does not
     arrive or fails a check is computed, and :func:`run_experiment` says how many) and the
-    predicted time of the rest (the cost models: one CPU core; a GPU is faster by a factor not
-    measured yet).
+    predicted time of the rest (the cost models: one CPU core; on a GPU each experiment is
+    faster by its own factor: the introduction's table, measured on one H200).
 
     It also sets up the notebook: the book's figure style (``sensbook.pages.use_style``)
     and one torch thread for the rest of the session (said on its first line). The book's

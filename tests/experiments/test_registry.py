@@ -73,26 +73,27 @@ def test_stored_encoding_round_trips_inf_and_refuses_nan():
 
 def _paper_rows():
     """The intro's table of paper-scale cost per chapter, from the cost models: configurations,
-    hours of one CPU core, and the GPU prediction (the CPU time divided by 30 to 10)."""
+    hours of one CPU core, and one H200: each experiment's predicted time over the speed-up of
+    the configuration benchmarks/cost_sample.py timed on an H200 (its last successful row in
+    benchmarks/measured/h200-paper-sample.json; an experiment not sampled at CPU speed)."""
+    import json
     from collections import defaultdict
 
     from sensbook.experiments import registry
 
-    n, cost = defaultdict(int), defaultdict(float)
+    sample = json.loads((ROOT / "benchmarks" / "measured" / "h200-paper-sample.json").read_text())
+    speedup = {r["experiment"]: r["predicted"] / r["seconds"] for r in sample["rows"]
+               if "seconds" in r and not r["censored"]}
+    n, cost, gpu = defaultdict(int), defaultdict(float), defaultdict(float)
     for e in registry().values():
         n[e.chapter] += len(e.configs("paper"))
         cost[e.chapter] += e.predicted_seconds("paper")
-
-    def span(lo, hi):
-        if hi < 3600:
-            return f"{lo / 60:.0f}–{hi / 60:.0f} min"
-        return (f"{lo / 60:.0f} min" if lo < 3600 else f"{lo / 3600:.1f} h") + f"–{hi / 3600:.1f} h"
-
+        gpu[e.chapter] += e.predicted_seconds("paper") / speedup.get(e.name, 1.0)
+    when = lambda s: f"{s / 60:.0f} min" if s < 3600 else f"{s / 3600:.1f} h"
     rows = []
     for ch in sorted(n):
         name = ch.removeprefix("ch") + (" (both notebooks)" if ch == "ch5" else "")
-        rows.append(f"| {name} | {n[ch]} | {cost[ch] / 3600:.1f} h | "
-                    f"{span(cost[ch] / 30, cost[ch] / 10)} |")
+        rows.append(f"| {name} | {n[ch]} | {cost[ch] / 3600:.1f} h | {when(gpu[ch])} |")
     return rows
 
 

@@ -38,20 +38,16 @@ from torch import nn
 from torch.func import functional_call, stack_module_state, vmap
 
 from .boolean import check_n, check_strings
-from .model import INITS, Recognizer, add_parameters, positional_features
+from .model import INITS, Recognizer, ScoreModule, add_parameters, positional_features
 
 ARCHS = ("post-LN", "pre-LN", "no-LN", "RMS", "LSTM", "MLP")
 NORMS = {"post-LN": "post", "pre-LN": "pre", "no-LN": "none", "RMS": "rms"}
 
 
 # ---- single models -------------------------------------------------------------------
-class Transformer(nn.Module):
+class Transformer(ScoreModule):
     """One transformer with the Recognizer's parameters and normalisation ``norm``:
     ``post`` (the Recognizer's own equations), ``pre``, ``none`` or ``rms``."""
-
-    #: Its outputs are scores T (sign = label), never probabilities: the profiler does not ask
-    #: whether scores that happen to lie in [0, 1] are probabilities (:func:`sensbook.truth_table`).
-    returns_scores = True
 
     def __init__(self, D=16, L=2, H=1, F=None, norm="post", eps=0.0):
         super().__init__()
@@ -100,14 +96,10 @@ class Transformer(nn.Module):
         return y @ self.w + self.omega
 
 
-class LSTM(nn.Module):
+class LSTM(ScoreModule):
     """One LSTM recognizer: embeddings E[x_n] (tokens 0, 1), one LSTM layer of width D
     read left to right from h = c = 0 (gates i, f, g, o as in ``nn.LSTM``),
     T = w . h_N + omega."""
-
-    #: Its outputs are scores T (sign = label), never probabilities: the profiler does not ask
-    #: whether scores that happen to lie in [0, 1] are probabilities (:func:`sensbook.truth_table`).
-    returns_scores = True
 
     def __init__(self, D=16):
         super().__init__()
@@ -129,14 +121,10 @@ class LSTM(nn.Module):
         return h @ self.w + self.omega
 
 
-class MLP(nn.Module):
+class MLP(ScoreModule):
     """One MLP on the string as a vector (fixed N):
     x -> ReLU(x W1 + b1) -> ReLU(. W2 + b2)
     -> . w + omega, hidden width ``width``."""
-
-    #: Its outputs are scores T (sign = label), never probabilities: the profiler does not ask
-    #: whether scores that happen to lie in [0, 1] are probabilities (:func:`sensbook.truth_table`).
-    returns_scores = True
 
     def __init__(self, N, width=64):
         super().__init__()

@@ -105,17 +105,21 @@ def add_parameters(module: nn.Module, D: int, L: int, F: int, zeros) -> None:
     module.w, module.omega = zeros(D), zeros()
 
 
-class Recognizer(nn.Module):
+class ScoreModule(nn.Module):
+    """A module whose outputs are scores T (sign = label), never probabilities: the book's
+    recognizer and its controls. The profiler does not ask whether such scores, when they
+    happen to lie in [0, 1], are probabilities (:func:`sensbook.truth_table`)."""
+
+    returns_scores = True
+
+
+class Recognizer(ScoreModule):
     """P independent transformer recognizers (:mod:`sensbook.model` gives the equations).
 
     Build a random population with :meth:`random`, or explicit parameters with
     :meth:`from_parameters`. ``model(x)`` gives T of shape (P, B); :meth:`trace` also returns
     layer-norm variances and blowups.
     """
-
-    #: Its outputs are scores T (sign = label), never probabilities: the profiler does not ask
-    #: whether scores that happen to lie in [0, 1] are probabilities (:func:`sensbook.truth_table`).
-    returns_scores = True
 
     def __init__(self, P: int = 1, D: int = 16, L: int = 2, H: int = 1, F: int | None = None,
                  eps: float = 0.0, *, mark_first: bool = True, device=None,

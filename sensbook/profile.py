@@ -586,9 +586,9 @@ def sensitivity_profile(classifier, N: int, *, margin: float | str = 0.0,
     strings, bool labels (True accepts) or real scores T of shape (B,) or (*pop, B) whose
     **sign is the label**: T > 0 accepts, T < 0 rejects (probabilities need their threshold
     subtracted; an output all in [0, 1] warns, unless the classifier has
-    ``returns_scores = True``, as sensbook's models do). A ``torch.nn.Module`` that wants token ids, a
-    Hugging Face model or a scikit-learn estimator: wrap it in :class:`sensbook.TorchClassifier`
-    or :class:`sensbook.SklearnClassifier`. A module in training mode with dropout is refused.
+    ``returns_scores = True``, as sensbook's models do). A ``torch.nn.Module`` that wants token
+    ids, a Hugging Face model or a scikit-learn estimator: wrap it in
+    :class:`sensbook.TorchClassifier` or :class:`sensbook.SklearnClassifier`. A module in training mode with dropout is refused.
 
     Exhaustive over all 2^N strings when ``n_samples`` is None (N <= 24), else sampled from
     ``n_samples`` uniform strings (any N). ``kwargs``: ``device``, ``dtype``, ``memory_mb``,

@@ -173,7 +173,6 @@ def test_item2_probabilities_warn_and_read_with_their_threshold():
                                progress=False)
 
 
-
 def test_item2_models_that_return_scores_are_not_asked_about_probabilities():
     """A random transformer's scores can all lie in [0, 1] (w = 0, omega = 0.5 here): sensbook's
     models say ``returns_scores``, so the profiler does not warn; the same outputs from a
@@ -191,6 +190,7 @@ def test_item2_models_that_return_scores_are_not_asked_about_probabilities():
     assert p.accepted.tolist() == [64, 64]
     with pytest.warns(UserWarning, match=r"inside \[0, 1\]"):
         sb.sensitivity_profile(lambda x: m(x), 6, progress=False)
+
 
 # ---- item 3: errors that name the fix -----------------------------------------------------------
 def test_item3_every_error_names_the_fix():

@@ -25,7 +25,6 @@ def test_flip_hinge_equals_flip_influence_and_independent_blowups(pop):
     assert torch.allclose(h["T"], pop(x))
 
 
-
 def test_flip_hinge_passes_fit_the_budget_and_change_nothing(pop, monkeypatch):
     """Each forward pass holds at most the strings the budget allows; one string whose flips
     do not fit has them evaluated in groups (paper scale: N = 1024 asked 72 GiB of an H200)."""
@@ -41,6 +40,7 @@ def test_flip_hinge_passes_fit_the_budget_and_change_nothing(pop, monkeypatch):
         for k in whole:
             assert torch.allclose(h[k], whole[k], rtol=1e-12, atol=0), (rows, k)
     assert sizes == [16, 16, 8]                     # rows 20: two strings (with 7 flips) a pass
+
 
 def test_flip_sensitivity_is_the_profilers_sensitivity_over_all_bits(pop):
     N = 5

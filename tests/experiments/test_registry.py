@@ -87,7 +87,7 @@ def _paper_rows():
                    reg[r["experiment"]].configs("paper")[r["index"]]) / r["seconds"]
                for r in sample["rows"] if "seconds" in r and not r["censored"]}
     n, cost, gpu = defaultdict(int), defaultdict(float), defaultdict(float)
-    for e in registry().values():
+    for e in reg.values():
         n[e.chapter] += len(e.configs("paper"))
         cost[e.chapter] += e.predicted_seconds("paper")
         gpu[e.chapter] += e.predicted_seconds("paper") / speedup.get(e.name, 1.0)

@@ -1,0 +1,217 @@
+"""Interval bounds of T over a box of parameters (sensbook/certify.py) against sampled models,
+the exact forward pass, and a fine grid."""
+import itertools
+
+import numpy as np
+import pytest
+import torch
+
+import sensbook as sb
+from sensbook.certify import certified_radius, certify, interval_matmul, output_bounds
+from sensbook.constructions import BUILDERS, target
+from sensbook.controls import Transformer
+
+
+def _in_box(model, radius, P, seed):
+    """P models in the box: half uniform inside, half at random corners."""
+    g = torch.Generator().manual_seed(seed)
+    theta = model.flat().double()
+    u = torch.rand(P, model.M, generator=g, dtype=torch.float64) * 2 - 1
+    u[P // 2:] = torch.sign(u[P // 2:])
+    pop = sb.Recognizer(P, model.D, model.L, model.H, model.F, model.eps,
+                        mark_first=model.mark_first, dtype=torch.float64)
+    return pop.set_flat(theta + u * radius)
+
+
+def _radius(model, kind, r, g):
+    if kind == "scalar":
+        return r
+    rad = torch.zeros(model.M, dtype=torch.float64)
+    names = [n for n, _ in model.named_parameters()]
+    sizes = [p[0].numel() for _, p in model.named_parameters()]
+    starts = np.cumsum([0] + sizes)
+    if kind == "one-layer":                      # only the parameters of one layer move
+        l = int(torch.randint(model.L, (1,), generator=g))
+        for n, a, b in zip(names, starts[:-1], starts[1:]):
+            if n.startswith(f"layers.{l}."):
+                rad[a:b] = r
+    else:                                        # a random subset, random radii
+        mask = torch.rand(model.M, generator=g) < 0.3
+        rad[mask] = r * torch.rand(int(mask.sum()), generator=g, dtype=torch.float64)
+    return rad
+
+
+CASES = [(D, L, H, eps, init, kind)
+         for (D, L, H), eps, init, kind in itertools.product(
+             [(2, 1, 1), (3, 2, 1), (4, 1, 2), (4, 2, 2), (6, 2, 3)], [0.0, 0.01, 0.5],
+             ["uniform", "xavier_normal"], ["scalar", "one-layer", "subset"])]
+
+
+@pytest.mark.parametrize("D,L,H,eps,init,kind", CASES)
+def test_no_sampled_model_in_the_box_leaves_the_bounds(D, L, H, eps, init, kind):
+    seed = hash((D, L, H, eps, init, kind)) % 10_000
+    g = torch.Generator().manual_seed(seed)
+    model = sb.Recognizer.random(1, D, L, H, eps=eps, init=init, seed=seed, dtype=torch.float64)
+    x = sb.strings(3).double()
+    for r in (1e-4, 1e-2, 0.2):
+        rad = _radius(model, kind, r, g)
+        b = output_bounds(model, x, rad)
+        T = _in_box(model, rad, 64, seed + 1)(x)                          # (P, B)
+        finite = torch.isfinite(T)
+        # a sampled NaN (zero-variance layer norm at eps = 0) only where it is uncertifiable
+        assert b.uncertifiable[(~finite).any(0)].all()
+        tol = 1e-9 * (1 + T.abs())
+        assert ((T >= b.lo - tol) | ~finite).all() and ((T <= b.hi + tol) | ~finite).all()
+        assert (b.lo <= b.hi).all()
+
+
+@pytest.mark.parametrize("name", ["FIRST_HARD", "FIRST", "MAJORITY", "PARITY"])
+def test_constructions_stay_in_their_bounds_and_r0_is_exact(name):
+    model = BUILDERS[name]()
+    x = sb.strings(5).double()
+    T = model(x)[0]
+    b = output_bounds(model, x, 0.0)
+    assert not b.uncertifiable.any()
+    assert torch.allclose(b.lo, T, atol=1e-12) and torch.allclose(b.hi, T, atol=1e-12)
+    for r in (1e-6, 1e-4, 1e-3):
+        b = output_bounds(model, x, r)
+        Ts = _in_box(model, r, 64, 3)(x)
+        ok = torch.isfinite(Ts)
+        assert b.uncertifiable[(~ok).any(0)].all()
+        assert ((Ts >= b.lo - 1e-9) | ~ok).all() and ((Ts <= b.hi + 1e-9) | ~ok).all()
+
+
+@pytest.mark.parametrize("eps", [0.0, 0.1])
+def test_radius_zero_gives_T_exactly(eps):
+    for seed in range(6):
+        m = sb.Recognizer.random(1, 4, 2, 2, eps=eps, seed=seed, dtype=torch.float64)
+        x = sb.strings(4).double()
+        T = m(x)[0]
+        b = output_bounds(m, x, 0.0)
+        ok = torch.isfinite(T)
+        assert torch.allclose(b.lo[ok], T[ok], rtol=1e-10, atol=1e-12)
+        assert torch.allclose(b.hi[ok], T[ok], rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("eps", [0.0, 0.05])
+def test_bounds_widen_monotonically_in_r(eps):
+    m = sb.Recognizer.random(1, 6, 2, 2, eps=eps, init="xavier_normal", seed=4,
+                             dtype=torch.float64)
+    x = sb.strings(4).double()
+    prev = output_bounds(m, x, 0.0)
+    for r in np.logspace(-6, -0.5, 12):
+        b = output_bounds(m, x, float(r))
+        assert (b.lo <= prev.lo + 1e-12).all() and (b.hi >= prev.hi - 1e-12).all()
+        assert (b.uncertifiable >= prev.uncertifiable).all()
+        prev = b
+
+
+def _no_ln(model, theta, x):
+    """T of the no-LN control (sensbook.controls, norm='none') with the parameters theta."""
+    m = model.like().set_flat(theta[None])
+    ctl = Transformer(model.D, 1, 1, model.F, norm="none").double()
+    with torch.no_grad():
+        for (n, p), (n2, q) in zip(m.named_parameters(), ctl.named_parameters()):
+            assert n == n2
+            q.copy_(p[0])
+    return ctl(x)
+
+
+def _index(model, name, idx):
+    """The position in Recognizer.flat() of parameter ``name`` at ``idx``."""
+    i = 0
+    for n, p in model.named_parameters():
+        if n == name:
+            return i + int(np.ravel_multi_index(idx, p.shape[1:]))
+        i += p[0].numel()
+    raise KeyError(name)
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_one_layer_without_layer_norm_contains_the_exact_range_on_a_grid(seed):
+    m = sb.Recognizer.random(1, 3, 1, 1, F=4, seed=seed, dtype=torch.float64)
+    x = sb.strings(3).double()
+    theta0 = m.flat()[0]
+    b0 = output_bounds(m, x, 0.0, layer_norm=False)
+    assert torch.allclose(b0.lo, _no_ln(m, theta0, x), atol=1e-12)   # the control's network
+    r = 0.3
+    for pair in ((("layers.0.Wq", (0, 1)), ("layers.0.W1", (2, 0))),
+                 (("tok", (1, 0)), ("layers.0.Wv", (1, 2))), (("pos", (0, 2)),)):
+        idx = [_index(m, n, i) for n, i in pair]
+        rad = torch.zeros(m.M, dtype=torch.float64)
+        rad[idx] = r
+        b = output_bounds(m, x, rad, layer_norm=False)
+        grid = np.linspace(-r, r, 41)
+        Ts = []
+        for deltas in itertools.product(grid, repeat=len(idx)):
+            th = theta0.clone()
+            th[idx] += torch.tensor(deltas, dtype=torch.float64)
+            Ts.append(_no_ln(m, th, x))
+        Ts = torch.stack(Ts)
+        assert (Ts.amin(0) >= b.lo - 1e-12).all() and (Ts.amax(0) <= b.hi + 1e-12).all()
+    # the read-out enters T once, linearly: there the bounds are the exact range
+    idx = [_index(m, "w", (1,)), _index(m, "omega", ())]
+    rad = torch.zeros(m.M, dtype=torch.float64)
+    rad[idx] = r
+    b = output_bounds(m, x, rad, layer_norm=False)
+    corners = []
+    for s1, s2 in itertools.product((-r, r), repeat=2):
+        th = theta0.clone()
+        th[idx] += torch.tensor([s1, s2], dtype=torch.float64)
+        corners.append(_no_ln(m, th, x))
+    corners = torch.stack(corners)
+    assert torch.allclose(b.lo, corners.amin(0), atol=1e-12)
+    assert torch.allclose(b.hi, corners.amax(0), atol=1e-12)
+
+
+def test_interval_matmul_is_the_exact_termwise_range():
+    g = torch.Generator().manual_seed(0)
+    for _ in range(20):
+        hl = torch.randn(5, 4, generator=g, dtype=torch.float64)
+        hh = hl + torch.rand(5, 4, generator=g, dtype=torch.float64)
+        W0 = torch.randn(4, 3, generator=g, dtype=torch.float64)
+        W0[0, 0] = 0.0
+        r = torch.rand((), generator=g, dtype=torch.float64)
+        lo, hi = interval_matmul(hl, hh, W0 - r, W0 + r)
+        c = torch.stack([a[..., None] * w for a in (hl, hh) for w in (W0 - r, W0 + r)])
+        assert torch.allclose(lo, c.amin(0).sum(1)) and torch.allclose(hi, c.amax(0).sum(1))
+
+
+def test_zero_variance_at_eps_zero_is_uncertifiable_not_certified():
+    # MAJORITY at even N: a tie string has a zero eos vector (LN_0 undefined)
+    model = BUILDERS["MAJORITY"]()
+    x = sb.strings(4).double()
+    b = output_bounds(model, x, 0.0)
+    tie = x.sum(1) == 2
+    assert torch.equal(b.uncertifiable, tie)
+    assert torch.isinf(b.lo[tie]).all() and torch.isinf(b.hi[tie]).all()
+    res = certify(model, x, target("MAJORITY")(x), 0.0)
+    assert not res["certified"] and res["n_uncertifiable"] == int(tie.sum())
+    model.eps = 0.1                                    # eps > 0: never uncertifiable
+    assert not output_bounds(model, x, 1e-3).uncertifiable.any()
+
+
+def test_certified_radius_is_a_radius_where_sampled_models_are_exact():
+    model = BUILDERS["MAJORITY"]()
+    N = 5
+    x = sb.strings(N).double()
+    res = certified_radius(model, x, target("MAJORITY")(x))
+    r = res["radius"]
+    assert 0 < r < res["upper"] <= r * 1.011
+    assert certify(model, x, target("MAJORITY")(x), r)["certified"]
+    assert not certify(model, x, target("MAJORITY")(x), res["upper"])["certified"]
+    ag = sb.agreement(_in_box(model, r, 200, 5), sb.MAJORITY, N)
+    assert ag.exact.all()
+
+
+def test_bad_arguments_are_named():
+    m = sb.first_hard_transformer()
+    x = sb.strings(3).double()
+    with pytest.raises(ValueError, match="radius"):
+        output_bounds(m, x, -1.0)
+    with pytest.raises(ValueError, match="radius"):
+        output_bounds(m, x, torch.zeros(3))
+    with pytest.raises(ValueError, match="P = 1"):
+        output_bounds(sb.Recognizer.random(2, 4, 1), x, 0.0)
+    with pytest.raises(ValueError, match="r_min"):
+        certified_radius(m, x, target("FIRST")(x), r_min=0.0)

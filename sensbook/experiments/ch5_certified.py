@@ -1,0 +1,184 @@
+"""Experiments of the chapter "The size of the solution set, certified" (after ch5_measure_zero).
+
+* ``ch5_certified.radius``: the certified radius r(N) of the hard-attention FIRST, the uniform
+  FIRST, MAJORITY and PARITY constructions (:func:`sensbook.certify.certified_radius`): the
+  largest l-infinity radius around the construction inside which every theta recognises the
+  function on every string of length N (margin :data:`MARGIN`), and the certified lower bound
+  on the log-volume of the solution set inside the box Theta = [-B, B]^M;
+* ``ch5_certified.volume``: the approximate-solution volume (Conjecture 5.5's form): random
+  theta (uniform in the box, and the book's initialisation) and their accuracy on all 2^N
+  strings against MAJORITY and PARITY.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+
+from ..boolean import MAJORITY, PARITY, check_n, strings
+from ..certify import certified_radius
+from ..constructions import BUILDERS, construction_parameters, target
+from ..model import Recognizer
+from ..profile import truth_table
+from ..settings import device
+from . import Experiment, pick, register
+
+NAMES = ("FIRST_HARD", "FIRST", "MAJORITY", "PARITY")
+#: The label margin xi of the certificate: 0, the margin of chapter 5's sampled basins.
+MARGIN = 0.0
+#: The box Theta = [-B, B]^M of the theorem (the uniform initialisation's box).
+BOX = 1.0
+#: Bisection stops when the smallest failed radius is within this factor of the largest
+#: certified one.
+RTOL = 0.01
+
+
+def radius_lengths(name: str, scale: str) -> list:
+    """The lengths of the certified radius: N = 2 .. N_max (odd N only for MAJORITY: even N
+    has tie strings, where the construction's layer norm is undefined)."""
+    top = pick(scale, ci=8, book=12, paper=16)
+    return [N for N in range(2, top + 1) if name != "MAJORITY" or N % 2]
+
+
+def boxed_construction(name: str) -> Recognizer:
+    """The construction scaled into the box [-1, 1]^M where needed (float64, eps = 0).
+
+    Only PARITY has entries outside (2 and -2 in its first feed-forward block, the bump
+    relu(a + u) - 2 relu(a) + relu(a - u)). Its ReLUs are positively homogeneous: halving the
+    first unit's input weights and the bump's output weights of the other two units writes
+    the bump at half its height, b -> b/2, which only rescales what layer 2 reads (the sign of
+    the two heads' difference is unchanged; the erasure of b in layer 2 is exact at any scale).
+    """
+    if name != "PARITY":
+        return BUILDERS[name]()
+    params, H = construction_parameters(name)
+    params = {k: np.array(v, dtype=float) for k, v in params.items()}
+    params["layers.0.W1"][:, 0] *= 0.5
+    params["layers.0.W2"][1:3] *= 0.5
+    return Recognizer.from_parameters(params, H=H, dtype=torch.float64)
+
+
+def log_volume_bound(theta0: torch.Tensor, r: float, B: float = BOX) -> float:
+    """log of a lower bound on Leb(A_N cap Theta) / Leb(Theta), Theta = [-B, B]^M, when the
+    l-infinity ball of radius r around theta0 lies in A_N: the log-volume of (ball cap Theta)
+    over (2B)^M, sum_i log(len_i / 2B), len_i the length of [theta0_i - r, theta0_i + r]
+    cap [-B, B]. Equal to M log(r/B) when the ball is inside Theta; -inf when r = 0."""
+    if r <= 0:
+        return -math.inf
+    t = theta0.double().flatten()
+    if (t.abs() > B).any():
+        raise ValueError(f"theta0 must lie in the box [-{B}, {B}]^M")
+    length = torch.clamp(t + r, max=B) - torch.clamp(t - r, min=-B)
+    return float(torch.log(length / (2 * B)).sum())
+
+
+def _radius_configs(scale):
+    return [dict(name=name, N=N, margin=MARGIN, rtol=RTOL) for name in NAMES
+            for N in radius_lengths(name, scale)]
+
+
+# CPU-seconds per (string x position x bisection step), fitted on the ci runs
+# (``sensbook calibrate ch5_certified.radius``).
+_RADIUS_UNIT = {"FIRST_HARD": 5.5e-6, "FIRST": 5.5e-6, "MAJORITY": 0.6e-6, "PARITY": 12e-6}
+
+
+def _radius_cost(c):
+    S = c["N"] + 1
+    return 0.07 + 15 * _RADIUS_UNIT[c["name"]] * 2 ** c["N"] * S * (1 + S / 16)
+
+
+def radius_one(config: dict) -> dict:
+    """Experiment ``ch5_certified.radius``: :func:`certified_radius` of one construction
+    (:func:`boxed_construction`) on all 2^N strings, margin ``margin``, bisection to ``rtol``.
+
+    Returns ``radius``, ``upper`` (the smallest radius found not certified), ``steps``,
+    ``n_uncertifiable`` (strings whose layer-norm variance interval reached 0 at ``upper``),
+    ``M``, ``theta_max`` (|theta0|_inf) and ``log_volume`` (:func:`log_volume_bound` at
+    ``radius``, None when the radius is 0)."""
+    name, N = config["name"], check_n(config["N"])
+    model = boxed_construction(name)
+    x = strings(N, dtype=torch.float64)
+    res = certified_radius(model, x, target(name)(x), margin=config["margin"],
+                           rtol=config["rtol"], r_max=BOX)
+    theta0 = model.flat()[0]
+    lv = log_volume_bound(theta0, res["radius"])
+    return {**res, "upper": None if math.isinf(res["upper"]) else res["upper"], "M": model.M,
+            "theta_max": float(theta0.abs().max()),
+            "log_volume": None if math.isinf(lv) else lv}
+
+
+# ---- the approximate-solution volume ----------------------------------------------------
+#: The two parameter spaces: the architectures of the MAJORITY and the PARITY constructions.
+SPACES = {"MAJORITY": dict(D=8, L=1, H=1, F=6), "PARITY": dict(D=18, L=2, H=2, F=16)}
+VOLUME_INITS = ("uniform", "xavier_normal")      # the box [-1, 1]^M; the book's initialisation
+VOLUME_NS = [3, 5, 7, 9, 11]                     # odd: MAJORITY has no ties
+
+
+def volume_sizes(scale: str) -> dict:
+    """Models per (space, initialisation) and per configuration."""
+    return pick(scale, ci=dict(MAJORITY=400, PARITY=100, block=100),
+                book=dict(MAJORITY=3000, PARITY=600, block=300),
+                paper=dict(MAJORITY=100_000, PARITY=20_000, block=2000))
+
+
+def _volume_configs(scale):
+    s = volume_sizes(scale)
+    return [dict(space=sp, init=init, N=VOLUME_NS, members=[a, min(a + s["block"], s[sp])],
+                 seed=1000 * j + a)
+            for j, (sp, init) in enumerate((sp, i) for sp in SPACES for i in VOLUME_INITS)
+            for a in range(0, s[sp], s["block"])]
+
+
+# CPU-seconds per (model x string x position), by space, fitted on the ci runs.
+_VOLUME_UNIT = {"MAJORITY": 0.15e-6, "PARITY": 0.8e-6}
+
+
+def _volume_cost(c):
+    n = c["members"][1] - c["members"][0]
+    return 0.1 + _VOLUME_UNIT[c["space"]] * n * sum(2**N * (N + 1) for N in c["N"])
+
+
+@torch.no_grad()
+def volume_one(config: dict) -> dict:
+    """Experiment ``ch5_certified.volume``: a block of random models of one space and
+    initialisation (model j of the block: ``Recognizer.random(1, ..., seed=seed + j)``, eps =
+    0, float32), labelled with margin 0 on all 2^N strings at each N of ``N``. Returns, per N,
+    the number of strings each model gets right against MAJORITY and PARITY (``majority``,
+    ``parity``: lists over N of lists over models; undecided and non-finite labels are wrong)
+    and ``n_strings`` (2^N per N). Blocks merge by concatenation."""
+    sp = SPACES[config["space"]]
+    a, b = config["members"]
+    theta = torch.cat([Recognizer.random(1, sp["D"], sp["L"], sp["H"], sp["F"],
+                                         init=config["init"], seed=config["seed"] + j).flat()
+                       for j in range(b - a)])
+    pop = Recognizer(b - a, sp["D"], sp["L"], sp["H"], sp["F"]).set_flat(theta).to(device())
+    out = {"majority": [], "parity": [], "n_strings": []}
+    for N in config["N"]:
+        N = check_n(N)
+        table = truth_table(pop, N, margin=0.0, progress=False).cpu()
+        x = strings(N)
+        for key, f in (("majority", MAJORITY), ("parity", PARITY)):
+            want = f(x).to(torch.int8)
+            out[key].append((table == want).sum(-1).tolist())
+        out["n_strings"].append(2**N)
+    return out
+
+
+def volume_merge(configs, results) -> dict:
+    """(space, init, function, N) -> accuracies (models,) over the merged blocks."""
+    acc = {}
+    for c, r in sorted(zip(configs, results), key=lambda cr: cr[0]["members"][0]):
+        for fn in ("majority", "parity"):
+            for N, right, n in zip(c["N"], r[fn], r["n_strings"]):
+                acc.setdefault((c["space"], c["init"], fn.upper(), N), []).extend(
+                    np.asarray(right, float) / n)
+    return {k: np.array(v) for k, v in acc.items()}
+
+
+register(Experiment("ch5_certified.radius", _radius_configs,
+                    "sensbook.experiments.ch5_certified:radius_one", _radius_cost,
+                    doc="certified l-inf radius of the constructions, and the volume bound"))
+register(Experiment("ch5_certified.volume", _volume_configs,
+                    "sensbook.experiments.ch5_certified:volume_one", _volume_cost,
+                    doc="the approximate-solution volume: accuracy >= 1 - delta of random theta"))

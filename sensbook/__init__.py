@@ -27,6 +27,7 @@ from .boolean import (FIRST, MAJORITY, MAX_EXHAUSTIVE_N, PARITY, BooleanFunction
                       Dictator, Majority, Parity, TruthTable, index_to_strings, poisson_tv_bound,
                       random_function, random_function_expected_profile, sparse_majority,
                       sparse_parity, strings, strings_to_index)
+from .certify import Bounds, certified_radius, output_bounds
 from .constructions import (CONSTRUCTIONS, construction_parameters, first_transformer,
                             first_hard_transformer, score_gap,
                             majority_transformer, parity_transformer)

@@ -92,6 +92,13 @@ MUTANTS = (
     Mutant("beta-max-not-product", "the blowup beta is the largest layer norm's factor tau, "
            "not the product over layer norms (Lemma 2.9)",
            "model.py", "tau.prod(-1))", "tau.amax(-1))", ("ch4_eps_zero", "ch3_eps_positive")),
+    Mutant("bounds-ignore-layer-radius", "the certified bounds treat the first layer's "
+           "parameters as points, whatever the radius",
+           "certify.py",
+           '    return {k.split(".")[-1]: v for k, v in boxes.items() if k.startswith(f"layers.{l}.")}',
+           '    return {k.split(".")[-1]: (v if l else ((v[0] + v[1]) / 2,) * 2)  # mutant\n'
+           '            for k, v in boxes.items() if k.startswith(f"layers.{l}.")}',
+           ("ch5_certified",)),
 )
 
 

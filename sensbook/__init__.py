@@ -10,7 +10,8 @@ Companion package of the executable book following Kövér, Butoi, Svete, Hahn &
   classifier), ``model`` (the transformer recognizer, P models at once), ``geometry`` (eps > 0
   and eps = 0: blowup, influence, small-ball law), ``hinge`` (Lemma 2.9 and Cor. 4.3 measured;
   worst-case flips), ``constructions`` (exact PARITY, FIRST and
-  MAJORITY transformers), ``volume`` (basins, census, the parameter-function map), ``train``
+  MAJORITY transformers), ``volume`` (basins, census, the parameter-function map),
+  ``certify`` (interval bounds of T over a box of parameters, certified radii), ``train``
   (population training, sharpness), ``survival`` (censored steps to learn:
   Kaplan-Meier, accelerated-failure-time fits), ``fourier`` and ``controls`` (Walsh spectra; other architectures);
   ``pages`` (the figure style and explorers that answer on the published page);

@@ -1,0 +1,59 @@
+"""Issue 37: the package for researchers, round 2. Each silent wrong answer of the issue is
+reproduced here against an independent computation (a dense Hessian, scikit-learn's own
+``predict``, the true fractions of a closed form)."""
+import math
+import warnings
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+import sensbook as sb
+from tests.test_boolean import brute_profile
+
+sklearn_tree = pytest.importorskip("sklearn.tree")
+
+
+def dense_sharpness(module, x, y, read=lambda out: out):
+    """The largest-magnitude eigenvalue of the dense Hessian of the mean logistic loss."""
+    names = [n for n, _ in module.named_parameters()]
+    shapes = [p.shape for p in module.parameters()]
+    flat = torch.cat([p.detach().flatten() for p in module.parameters()])
+    s = 2 * y.double() - 1
+
+    def loss(theta):
+        ps, a = {}, 0
+        for n, sh in zip(names, shapes):
+            ps[n] = theta[a:a + sh.numel()].reshape(sh)
+            a += sh.numel()
+        T = read(torch.func.functional_call(module, ps, (x,)))
+        return nn.functional.softplus(-s * T).mean()
+
+    ev = torch.linalg.eigvalsh(torch.autograd.functional.hessian(loss, flat))
+    return float(ev[ev.abs().argmax()])
+
+
+# ---- item 1: one logit per string, (B, 1) ---------------------------------------------------
+def test_item1_sharpness_of_a_one_logit_head_is_the_dense_hessians():
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(6, 5), nn.Tanh(), nn.Linear(5, 1)).double()   # (B, 1)
+    x = sb.random_strings(6, 64, seed=0).double()
+    got = sb.top_hessian_eigenvalue(net, sb.PARITY, x, iters=500, tol=1e-10)
+    want = dense_sharpness(net, x, sb.PARITY(x), read=lambda out: out[:, 0])
+    assert bool(got["converged"][0]) and got["lam"][0] == pytest.approx(want, rel=1e-6)
+    # the loss reads (B, 1) as (B,): the same number as the module's squeezed output
+    loss = sb.population_loss(net, x, sb.PARITY(x))
+    with torch.no_grad():
+        direct = nn.functional.softplus(-(2 * sb.PARITY(x).double() - 1) * net(x)[:, 0]).mean()
+    assert loss.shape == () and float(loss.detach()) == pytest.approx(float(direct), rel=1e-12)
+
+
+@pytest.mark.parametrize("width", [2, 3])
+def test_item1_other_output_shapes_are_refused_not_broadcast(width):
+    net = nn.Linear(6, width).double()
+    x = sb.random_strings(6, 16, seed=0).double()
+    with pytest.raises(ValueError, match=r"shape \(16, %d\) for B=16 strings" % width):
+        sb.top_hessian_eigenvalue(net, sb.PARITY, x, iters=3)
+    with pytest.raises(ValueError, match="one score per string"):
+        sb.population_loss(net, x, sb.PARITY(x))

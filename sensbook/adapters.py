@@ -346,6 +346,11 @@ class TorchClassifier:
         return f"TorchClassifier({type(self.model).__name__}, {how}, output={self.output!r})"
 
 
+#: The score of a tie (a leaf with p = threshold, a decision function of exactly 0), signed
+#: toward ``classes_[0]`` as scikit-learn's ``predict`` decides it: the smallest normal float64.
+TIE = float(np.finfo(np.float64).tiny)
+
+
 class SklearnClassifier:
     """A fitted scikit-learn classifier as a batched Boolean classifier (strings as features).
 
@@ -361,6 +366,13 @@ class SklearnClassifier:
         The class that accepts (default ``classes_[1]``, which ``decision_function`` favours).
     threshold : float
         The probability above which a string is accepted (``predict_proba``; default 0.5).
+
+    Notes
+    -----
+    Ties are broken as scikit-learn's ``predict`` breaks them (toward ``classes_[0]``), so a
+    decision tree's leaf with p = 0.5 is a label, not an undecided string; with a margin > 0
+    such strings are undecided, and the profiler warns about any undecided string an adapter
+    yields.
     """
 
     METHODS = ("decision_function", "predict_proba", "predict")
@@ -391,14 +403,22 @@ class SklearnClassifier:
         self.column = list(classes).index(positive)
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        """Scores (B,) (float64; positive accepts) or labels (bool) of the strings ``x``."""
+        """Scores (B,) (float64; positive accepts) or labels (bool) of the strings ``x``.
+
+        A tie (a probability equal to the threshold, a decision function of 0) goes to
+        ``classes_[0]``, as scikit-learn's ``predict`` breaks it: its score is the smallest
+        normal float64 with that label's sign (``TIE``), so it is decided at ``margin=0`` and
+        undecided at any margin > 0."""
         X = x.detach().cpu().double().numpy()
         out = getattr(self.estimator, self.method)(X)
         if self.method == "predict":
             return torch.as_tensor(np.asarray(out) == self.positive)
         if self.method == "predict_proba":
-            return torch.as_tensor(np.asarray(out, dtype=np.float64)[:, self.column] - self.threshold)
-        return torch.as_tensor(np.asarray(out, dtype=np.float64))
+            out = np.asarray(out, dtype=np.float64)[:, self.column] - self.threshold
+        else:
+            out = np.asarray(out, dtype=np.float64).reshape(len(X))
+        tie = TIE if self.column == 0 else -TIE           # ties go to classes_[0]
+        return torch.as_tensor(np.where(out == 0, tie, out))
 
     def memory_per_string(self, N: int) -> int:
         """Bytes one string of length N costs: its float64 features and a few of its copies."""

@@ -22,15 +22,15 @@ from __future__ import annotations
 import math
 import os
 import warnings
-from dataclasses import dataclass
 
 import numpy as np
 import torch
 
-from .adapters import check_mode, explain_call, explain_output
+from .adapters import SklearnClassifier, TorchClassifier, check_mode, explain_call, explain_output
 from .adapters import trim_memory, user_stacklevel
 from .boolean import (MAX_EXHAUSTIVE_N, check_int, check_n, check_real, check_seed,
                       index_to_strings)
+from .profiles import Profile, provenance
 from .settings import check_device, progress as _progress
 
 REJECT, ACCEPT, UNDECIDED, NONFINITE = 0, 1, -1, -2
@@ -331,84 +331,6 @@ def truth_table(classifier, N: int, *, margin: float | str = 0.0, device=None, d
     return table
 
 
-@dataclass
-class Profile:
-    """A sensitivity profile, exact (all 2^N strings) or sampled; leading axes = population.
-
-    ``counts[..., k]``: exact K_k when ``exact``, else the number of sampled strings with s = k.
-    Only *complete* strings count (the string and its N neighbours all decided and finite);
-    ``undecided``, ``nonfinite`` and ``incomplete`` count the others, so for each model
-    ``counts.sum(-1) + undecided + nonfinite + incomplete == n_strings``.
-    """
-
-    N: int
-    exact: bool
-    n_strings: int
-    counts: torch.Tensor
-    undecided: torch.Tensor
-    nonfinite: torch.Tensor
-    incomplete: torch.Tensor
-    accepted: torch.Tensor
-
-    @property
-    def K(self) -> torch.Tensor:
-        """Exact K_0..K_N (exhaustive profiles only)."""
-        if not self.exact:
-            raise ValueError("this profile is sampled: use .fractions and .stderr (estimates of K_k / 2^N)")
-        return self.counts
-
-    @property
-    def K0(self) -> torch.Tensor:
-        """K_0: the number of zero-sensitivity strings (exhaustive profiles only)."""
-        return self.K[..., 0]
-
-    @property
-    def fractions(self) -> torch.Tensor:
-        """K_k / 2^N (exact) or its unbiased estimate (sampled)."""
-        return self.counts.double() / self.n_strings
-
-    @property
-    def stderr(self) -> torch.Tensor:
-        """Standard error of :attr:`fractions` (0 for exact profiles)."""
-        if self.exact:
-            return torch.zeros_like(self.fractions)
-        p = self.fractions
-        return (p * (1 - p) / self.n_strings).sqrt()
-
-    @property
-    def complete(self) -> torch.Tensor:
-        """True for models with no undecided, non-finite or incomplete string."""
-        return (self.undecided + self.nonfinite + self.incomplete) == 0
-
-    @property
-    def is_constant(self) -> torch.Tensor:
-        """Complete and every string has s = 0 (for exact profiles: a constant function)."""
-        return self.complete & (self.counts[..., 0] == self.n_strings)
-
-    @property
-    def average_sensitivity(self) -> torch.Tensor:
-        """Mean of s over complete strings (NaN where there are none)."""
-        k = torch.arange(self.N + 1, dtype=torch.float64, device=self.counts.device)
-        c = self.counts.double()
-        return (c * k).sum(-1) / c.sum(-1)
-
-    @property
-    def max_sensitivity(self) -> torch.Tensor:
-        """Largest s over complete strings (-1 where there are none)."""
-        k = torch.arange(self.N + 1, device=self.counts.device)
-        return torch.where(self.counts > 0, k, -1).max(-1).values
-
-    def __repr__(self):
-        if self.counts.dim() == 1:
-            body = self.counts.tolist()
-            extra = [f"{n}={int(getattr(self, n))}" for n in ("undecided", "nonfinite", "incomplete")
-                     if int(getattr(self, n))]
-        else:
-            body, extra = f"<{tuple(self.counts.shape[:-1])} models>", []
-        kind = "exact" if self.exact else f"sampled n={self.n_strings}"
-        return f"Profile(N={self.N}, {kind}, K={body}{', ' + ', '.join(extra) if extra else ''})"
-
-
 def _bincount(s, valid, N):
     """Per-model histogram of s over valid entries; s, valid of shape (*pop, n). Invalid
     entries go to one extra bin (no boolean indexing: that would cost 24 bytes per entry)."""
@@ -617,8 +539,17 @@ def sensitivity_profile(classifier, N: int, *, margin: float | str = 0.0,
             check_seed(seed)
         table = truth_table(classifier, N, margin=margin, **kwargs)
         trim_memory()
-        return profile_from_table(table, memory_mb=kwargs.get("memory_mb", 256))
-    return sampled_profile(classifier, N, n_samples, margin=margin, **kwargs)
+        p = profile_from_table(table, memory_mb=kwargs.get("memory_mb", 256))
+    else:
+        p = sampled_profile(classifier, N, n_samples, margin=margin, **kwargs)
+    p.meta.update(provenance(classifier, margin=margin,
+                             seed=kwargs.get("seed", 0) if n_samples is not None else None))
+    if isinstance(classifier, (TorchClassifier, SklearnClassifier)) and bool(p.undecided.any()):
+        warnings.warn(f"{classifier!r} left {int(p.undecided.sum())} of {p.n_strings} strings "
+                      f"undecided (|T| <= margin={margin}); they and their "
+                      f"{int(p.incomplete.sum())} decided neighbours are not counted, so the "
+                      "fractions sum to less than 1", stacklevel=user_stacklevel())
+    return p
 
 
 def zero_sensitivity_count(classifier, N: int, *, margin: float | str = 0.0, **kwargs) -> torch.Tensor:

@@ -25,6 +25,7 @@ import torch
 from .boolean import check_n, index_to_strings, strings
 from .model import Recognizer
 from .profile import classify, truth_table
+from .profiles import wilson_interval
 from .settings import progress as _progress
 
 __all__ = ["perturb", "Agreement", "agreement", "basin_curve", "critical_sigma", "fit_power",
@@ -304,21 +305,6 @@ def ids_to_tables(ids, N: int) -> torch.Tensor:
     N = check_n(N, maximum=5)
     ids = torch.as_tensor(ids, dtype=torch.int64).reshape(-1, 1)
     return ((ids >> torch.arange(2**N)) & 1).to(torch.int8)
-
-
-def wilson_interval(k, n, z: float = 1.96):
-    """Wilson score interval for a binomial proportion k/n (arrays allowed): (lo, hi).
-
-    Valid also for k = 0 (lo = 0, hi ~ z^2/n) where the normal interval collapses.
-    """
-    k, n = np.asarray(k, float), np.asarray(n, float)
-    if (n <= 0).any() or (k < 0).any() or (k > n).any():
-        raise ValueError("need 0 <= k <= n and n > 0")
-    p = k / n
-    den = 1 + z**2 / n
-    c = (p + z**2 / (2 * n)) / den
-    h = z * np.sqrt(p * (1 - p) / n + z**2 / (4 * n**2)) / den
-    return np.clip(c - h, 0, 1), np.clip(c + h, 0, 1)
 
 
 @dataclass

@@ -57,3 +57,37 @@ def test_item1_other_output_shapes_are_refused_not_broadcast(width):
         sb.top_hessian_eigenvalue(net, sb.PARITY, x, iters=3)
     with pytest.raises(ValueError, match="one score per string"):
         sb.population_loss(net, x, sb.PARITY(x))
+
+
+# ---- item 2: ties of scikit-learn models --------------------------------------------------------
+def tree_with_ties(N=12):
+    X = sb.strings(N).numpy()
+    y = sb.random_function(N, seed=3)(sb.strings(N)).numpy()
+    return sklearn_tree.DecisionTreeClassifier(max_depth=8, random_state=0).fit(X, y), X
+
+
+def test_item2_a_tree_with_tied_leaves_is_profiled_as_its_predict():
+    tree, X = tree_with_ties()
+    proba = tree.predict_proba(X)[:, 1]
+    assert (proba == 0.5).sum() > 50                      # the case: leaves with p = 0.5
+    by_predict = torch.as_tensor(tree.predict(X) == 1)    # scikit-learn's own labels
+    auto = sb.SklearnClassifier(tree)
+    assert auto.method == "predict_proba"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")                    # no undecided string, no warning
+        p = sb.sensitivity_profile(auto, 12, progress=False)
+        q = sb.sensitivity_profile(sb.SklearnClassifier(tree, method="predict"), 12,
+                                   progress=False)
+    assert torch.equal(sb.truth_table(auto, 12, progress=False).bool(), by_predict)
+    assert p.K.tolist() == q.K.tolist() == sb.profile_from_table(by_predict).K.tolist()
+    assert bool(p.complete) and int(p.K.sum()) == 2**12
+    # the other class as positive: ties go to classes_[0], which now accepts
+    neg = sb.SklearnClassifier(tree, positive=0)
+    assert torch.equal(sb.truth_table(neg, 12, progress=False).bool(), ~by_predict)
+
+
+def test_item2_an_adapter_that_leaves_strings_undecided_says_so():
+    tree, _ = tree_with_ties()
+    with pytest.warns(UserWarning, match=r"left \d+ of 4096 strings undecided"):
+        p = sb.sensitivity_profile(sb.SklearnClassifier(tree), 12, margin=1e-3, progress=False)
+    assert int(p.undecided) > 50

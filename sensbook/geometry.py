@@ -68,9 +68,14 @@ def _outputs(model, x) -> torch.Tensor:
     if not callable(model):
         raise ValueError(f"model must be a classifier (a callable on strings (B, N)), got "
                         f"{type(model).__name__}")
+    from .adapters import explain_call, explain_output
+
     dtype = getattr(model, "dtype", torch.float32)
-    T = model(x.to(dtype if isinstance(dtype, torch.dtype) else torch.float32))
+    x = x.to(dtype if isinstance(dtype, torch.dtype) else torch.float32)
+    with explain_call(model, x):
+        T = model(x)
     if not isinstance(T, torch.Tensor) or T.shape[-1] != x.shape[0]:
+        explain_output(T, x.shape[0])
         raise ValueError(f"model must return scores of shape (B,) or (P, B) for B={x.shape[0]} "
                          "strings (wrap a torch model in sb.TorchClassifier)")
     return T.reshape(-1, x.shape[0])

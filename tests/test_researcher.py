@@ -30,7 +30,10 @@ def dense_sharpness(module, x, y, read=lambda out: out):
         T = read(torch.func.functional_call(module, ps, (x,)))
         return nn.functional.softplus(-s * T).mean()
 
-    ev = torch.linalg.eigvalsh(torch.autograd.functional.hessian(loss, flat))
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    with sdpa_kernel(SDPBackend.MATH):                # the fused kernel has no double backward
+        ev = torch.linalg.eigvalsh(torch.autograd.functional.hessian(loss, flat))
     return float(ev[ev.abs().argmax()])
 
 
@@ -91,3 +94,53 @@ def test_item2_an_adapter_that_leaves_strings_undecided_says_so():
     with pytest.warns(UserWarning, match=r"left \d+ of 4096 strings undecided"):
         p = sb.sensitivity_profile(sb.SklearnClassifier(tree), 12, margin=1e-3, progress=False)
     assert int(p.undecided) > 50
+
+
+# ---- item 6: every instrument that can run on any classifier takes the adapters --------------
+def test_item6_accuracy_margin_agreement_and_sharpness_take_the_adapters():
+    from tests.test_adapters import CLS, ONE, ZERO, EncoderCLS, tiny_bert
+
+    enc = EncoderCLS().eval().double()
+    clf = sb.TorchClassifier(enc, tokens=(ZERO, ONE), prefix=[CLS])
+    N, X = 6, sb.strings(6)
+    with torch.no_grad():
+        T = torch.stack([enc(torch.tensor([[CLS] + [ONE if b else ZERO for b in x.tolist()]]))[0, 0]
+                         for x in X])                                  # one string at a time
+    truth = sb.PARITY(X)
+    assert sb.accuracy(clf, sb.PARITY, N)[0] == pytest.approx(float(((T > 0) == truth).double().mean()))
+    assert sb.min_margin(clf, X)[0] == pytest.approx(float(T.abs().min()))
+    agr = sb.agreement(clf, sb.PARITY, N)
+    assert float(agr.accuracy[0]) == pytest.approx(float(((T > 0) == truth).double().mean()))
+    # the Hessian over the adapter's module's parameters, through the token ids
+    torch.manual_seed(0)
+    small = nn.Sequential(nn.Embedding(8, 3), nn.Tanh(), nn.Flatten(1), nn.Linear(21, 1)).double()
+    x = X[:24]
+    ids = torch.cat([torch.full((24, 1), CLS), torch.where(x.bool(), ONE, ZERO)], 1)
+
+    class OnIds(nn.Module):                       # the same loss, ids written by hand
+        def __init__(self):
+            super().__init__()
+            self.small = small
+
+        def forward(self, _):
+            return self.small(ids)
+
+    got = sb.top_hessian_eigenvalue(sb.TorchClassifier(small, tokens=(ZERO, ONE), prefix=[CLS]),
+                                    sb.PARITY, x, iters=800, tol=1e-10)
+    want = dense_sharpness(OnIds(), x, sb.PARITY(x), read=lambda out: out[:, 0])
+    assert got["lam"][0] == pytest.approx(want, rel=1e-5)
+    # a fitted scikit-learn model: accuracy is its predict's; no parameters, no margin of labels
+    tree, Xs = tree_with_ties(8)
+    sk = sb.SklearnClassifier(tree)
+    want = float((tree.predict(Xs) == sb.PARITY(sb.strings(8)).numpy()).mean())
+    assert sb.accuracy(sk, sb.PARITY, 8)[0] == pytest.approx(want)
+    with pytest.raises(ValueError, match="labels, not scores"):
+        sb.min_margin(sb.SklearnClassifier(tree, method="predict"), Xs[:4])
+    with pytest.raises(TypeError, match="sb.TorchClassifier"):
+        sb.perturb(clf, 0.1, 2)
+    # the raw Hugging Face model: the error names the adapter
+    bert = tiny_bert().eval()
+    for bad in (lambda: sb.output_table(bert, 4),
+                lambda: sb.top_hessian_eigenvalue(bert, sb.PARITY, sb.strings(4), iters=2)):
+        with pytest.raises((RuntimeError, TypeError, IndexError), match=r"sb\.TorchClassifier"):
+            bad()

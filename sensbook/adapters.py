@@ -157,8 +157,9 @@ class TorchClassifier:
     prefix, suffix : sequence of int
         Token ids put before / after every string (e.g. ``[CLS]``, an end-of-sequence token).
     attention_mask : bool, optional
-        Pass ``attention_mask=`` (all ones) to the model; default: when ``tokens`` are given and
-        the model's ``forward`` takes an ``attention_mask``.
+        Pass ``attention_mask=`` (all ones, ``torch.long``, the shape of the ids, or (B, N) for
+        float inputs) to the model; default: when ``tokens`` are given and the model's
+        ``forward`` takes an ``attention_mask``.
     output : {"logits", "probability"} or callable
         How to read the model's output (after taking ``.logits`` of a ``ModelOutput``, or the
         first element of a tuple): ``"logits"`` (default) reads one logit per string (shape (B,)
@@ -287,7 +288,10 @@ class TorchClassifier:
     def inputs(self, x: torch.Tensor) -> tuple:
         """What the model receives for the 0/1 strings ``x`` (B, N): ``(args, kwargs)``."""
         if self.tokens is None:
-            return (x.to(device=self.device, dtype=self.dtype),), {}
+            x = x.to(device=self.device, dtype=self.dtype)
+            kw = {"attention_mask": torch.ones(x.shape, dtype=torch.long, device=self.device)} \
+                if self.attention_mask else {}
+            return (x,), kw
         bits = x.to(device=self.device).long()
         ids = self.tokens[bits]
         B = ids.shape[0]

@@ -144,3 +144,21 @@ def test_item6_accuracy_margin_agreement_and_sharpness_take_the_adapters():
                 lambda: sb.top_hessian_eigenvalue(bert, sb.PARITY, sb.strings(4), iters=2)):
         with pytest.raises((RuntimeError, TypeError, IndexError), match=r"sb\.TorchClassifier"):
             bad()
+
+
+# ---- item 9: attention_mask for float inputs ---------------------------------------------------
+def test_item9_attention_mask_reaches_a_model_on_float_inputs():
+    class Masked(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = nn.Parameter(torch.linspace(-1, 1, 5))
+
+        def forward(self, x, attention_mask):
+            assert attention_mask.shape == x.shape and bool((attention_mask == 1).all())
+            return (x * attention_mask) @ self.w - 0.1
+
+    m = Masked()
+    clf = sb.TorchClassifier(m, attention_mask=True)
+    p = sb.sensitivity_profile(clf, 5, progress=False)
+    want = brute_profile(lambda x: bool(x.float() @ m.w.detach() - 0.1 > 0), 5)
+    assert p.K.tolist() == want.tolist()

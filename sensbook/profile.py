@@ -446,7 +446,7 @@ def _warn_if_mostly_undecided(p: Profile) -> Profile:
 @torch.no_grad()
 def sampled_profile(classifier, N: int, n_samples: int, *, margin: float | str = 0.0, seed: int = 0,
                     device=None, dtype=None, memory_mb: float = 256, chunk_size: int | None = None,
-                    progress: bool = True) -> Profile:
+                    progress: bool = True, sampler=None) -> Profile:
     """Estimate the profile from ``n_samples`` uniform strings, each evaluated with its N flips.
 
     Streams: each classifier call evaluates at most ``chunk_size`` (else a budget-sized number
@@ -454,6 +454,12 @@ def sampled_profile(classifier, N: int, n_samples: int, *, margin: float | str =
     kept, so memory is bounded by ``memory_mb`` whatever N and ``n_samples`` (a request whose
     single string does not fit is refused at once, with the memory it would need). The
     strings drawn depend only on ``seed``, never on the chunking.
+
+    ``sampler``: strings from another distribution than the uniform one, e.g. a data set's:
+    a callable ``sampler(n, generator) -> (n, N)`` tensor of 0/1, called with a seeded CPU
+    ``torch.Generator`` (``lambda n, g: data[torch.randint(len(data), (n,), generator=g)]``
+    draws rows of ``data``). The fractions then estimate P(s(x) = k) for x from that
+    distribution, not K_k / 2^N.
     """
     N = check_n(N)
     n_samples = check_int(n_samples, "n_samples", minimum=1)
@@ -470,7 +476,8 @@ def sampled_profile(classifier, N: int, n_samples: int, *, margin: float | str =
     j = torch.arange(N + 1, device=device)                 # 0: the string itself, j: flip bit j-1
     for a in _progress(range(0, n_samples, block), desc=f"sampled profile N={N}", disable=not progress):
         n = min(block, n_samples - a)
-        x = torch.randint(0, 2, (n, N), generator=g).to(device=device, dtype=torch.bool)
+        x = torch.randint(0, 2, (n, N), generator=g) if sampler is None else _drawn(sampler, n, N, g)
+        x = x.to(device=device, dtype=torch.bool)
         labs = None
         total = n * (N + 1)
         for r0 in range(0, total, step):                  # strings r = item * (N+1) + j
@@ -499,6 +506,19 @@ def sampled_profile(classifier, N: int, n_samples: int, *, margin: float | str =
     return _warn_if_mostly_undecided(Profile(N, False, n_samples, counts, und, nonf, inc, acc))
 
 
+def _drawn(sampler, n, N, g) -> torch.Tensor:
+    """``n`` strings from a user's sampler, checked: shape (n, N), entries 0/1."""
+    if not callable(sampler):
+        raise TypeError(f"sampler must be a callable (n, generator) -> strings (n, N), got "
+                        f"{type(sampler).__name__}")
+    x = torch.as_tensor(sampler(n, g))
+    if x.shape != (n, N) or (x.numel() and not bool(((x == 0) | (x == 1)).all())):
+        raise ValueError(f"sampler must return {n} strings of 0/1 of shape ({n}, {N}); it "
+                         f"returned shape {tuple(x.shape)}"
+                         f"{'' if x.shape != (n, N) else ' with entries other than 0 and 1'}")
+    return x.cpu()
+
+
 def sensitivity_profile(classifier, N: int, *, margin: float | str = 0.0,
                         n_samples: int | None = None, **kwargs) -> Profile:
     """The sensitivity profile K_0..K_N of any batched Boolean classifier at length N.
@@ -514,7 +534,8 @@ def sensitivity_profile(classifier, N: int, *, margin: float | str = 0.0,
 
     Exhaustive over all 2^N strings when ``n_samples`` is None (N <= 24), else sampled from
     ``n_samples`` uniform strings (any N). ``kwargs``: ``device``, ``dtype``, ``memory_mb``,
-    ``chunk_size``, ``progress`` and, when sampling, ``seed``. Definitions: Section 2 of
+    ``chunk_size``, ``progress`` and, when sampling, ``seed`` and ``sampler`` (strings from
+    another distribution: :func:`sampled_profile`). Definitions: Section 2 of
     Kövér et al. (2026); s(f, x) = #{i : f(x) != f(x xor e_i)}.
 
     ``margin`` (default 0: every nonzero score is decided by its sign) or ``"auto"`` (outputs
@@ -544,6 +565,8 @@ def sensitivity_profile(classifier, N: int, *, margin: float | str = 0.0,
         p = sampled_profile(classifier, N, n_samples, margin=margin, **kwargs)
     p.meta.update(provenance(classifier, margin=margin,
                              seed=kwargs.get("seed", 0) if n_samples is not None else None))
+    if kwargs.get("sampler") is not None:
+        p.meta["sampler"] = getattr(kwargs["sampler"], "__qualname__", "a sampler")
     if isinstance(classifier, (TorchClassifier, SklearnClassifier)) and bool(p.undecided.any()):
         warnings.warn(f"{classifier!r} left {int(p.undecided.sum())} of {p.n_strings} strings "
                       f"undecided (|T| <= margin={margin}); they and their "

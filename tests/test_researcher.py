@@ -162,3 +162,60 @@ def test_item9_attention_mask_reaches_a_model_on_float_inputs():
     p = sb.sensitivity_profile(clf, 5, progress=False)
     want = brute_profile(lambda x: bool(x.float() @ m.w.detach() - 0.1 > 0), 5)
     assert p.K.tolist() == want.tolist()
+
+
+# ---- item 14: bits as words, a sentence around them, strings from a data set ---------------
+def test_item14_multi_token_words_and_separators_are_the_ids_written_by_hand():
+    class Ids(nn.Module):                          # records what it receives; scores from ids
+        def __init__(self):
+            super().__init__()
+            self.w = nn.Parameter(torch.linspace(-1, 1, 40).double())
+            self.seen = None
+
+        def forward(self, ids):
+            self.seen = ids
+            return (ids.double() * self.w[: ids.shape[1]]).sum(-1) - 3.1
+
+    m = Ids()
+    clf = sb.TorchClassifier(m, tokens=((5, 6), (7, 8)), prefix=[1, 2], suffix=[9], sep=[0])
+    x = torch.tensor([[0, 1, 1], [1, 0, 0]])
+    clf(x)
+    assert m.seen.tolist() == [[1, 2, 5, 6, 0, 7, 8, 0, 7, 8, 9], [1, 2, 7, 8, 0, 5, 6, 0, 5, 6, 9]]
+
+    def one(bits):                                 # the sentence written by hand
+        ids = [1, 2]
+        for i, b in enumerate(bits.tolist()):
+            ids += ([7, 8] if b else [5, 6]) + ([0] if i < len(bits) - 1 else [])
+        return bool(m(torch.tensor([ids + [9]]))[0] > 0)
+
+    p = sb.sensitivity_profile(clf, 5, progress=False)
+    assert p.K.tolist() == brute_profile(one, 5).tolist()
+    with pytest.raises(ValueError, match="same number of ids"):
+        sb.TorchClassifier(m, tokens=((5, 6), (7,)))
+
+
+def test_item14_a_sampler_of_strings_profiles_a_data_set():
+    """Strings drawn from a data set: the estimate of P(s = k) under the data set's
+    distribution, against the exact fractions over that data set's strings."""
+    g = torch.Generator().manual_seed(0)
+    data = torch.randint(0, 2, (40, 10), generator=g)
+    data[:, :3] = 1                                            # a skewed data set
+    f = lambda x: x[:, :4].sum(-1) - 2.5                       # 3-of-first-4
+    exact = sb.profile_from_table(sb.truth_table(f, 10, progress=False)[None]).K[0]
+    X = sb.strings(10)
+    s_all = torch.zeros(2**10, dtype=torch.long)
+    lab = f(X) > 0
+    for i in range(10):
+        Y = X.clone()
+        Y[:, i] = 1 - Y[:, i]
+        s_all += (f(Y) > 0) != lab
+    idx = sb.strings_to_index(data)
+    want = torch.bincount(s_all[idx], minlength=11).double() / len(data)
+    draw = lambda n, gen: data[torch.randint(len(data), (n,), generator=gen)]
+    p = sb.sensitivity_profile(f, 10, n_samples=4000, sampler=draw, seed=1, progress=False)
+    lo, hi = p.interval(z=4)
+    assert bool(((lo <= want) & (want <= hi)).all()), (p.fractions, want)
+    assert not torch.allclose(want, exact.double() / 2**10, atol=0.05)   # not the uniform one
+    with pytest.raises(ValueError, match=r"sampler must return"):
+        sb.sensitivity_profile(f, 10, n_samples=5, sampler=lambda n, gen: data[:3],
+                               progress=False)

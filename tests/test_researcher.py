@@ -219,3 +219,38 @@ def test_item14_a_sampler_of_strings_profiles_a_data_set():
     with pytest.raises(ValueError, match=r"sampler must return"):
         sb.sensitivity_profile(f, 10, n_samples=5, sampler=lambda n, gen: data[:3],
                                progress=False)
+
+
+# ---- item 13: sensbook profile MODULE:FACTORY ----------------------------------------------------
+def test_item13_the_command_line_profiles_a_factory_and_saves_its_json(tmp_path):
+    import subprocess
+    import sys
+
+    (tmp_path / "mymodels.py").write_text(
+        "import torch\nfrom torch import nn\n\n"
+        "def build():\n"
+        "    torch.manual_seed(0)\n"
+        "    return nn.Sequential(nn.Embedding(6, 4), nn.Flatten(1), nn.Linear(4 * 7, 2))\n")
+    cmd = [sys.executable, "-m", "sensbook.cli", "profile", "mymodels:build", "--tokens", "3,4",
+           "--prefix", "2", "--N", "6", "--out", "p.json"]
+    import os
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(__import__("pathlib").Path(
+        sb.__file__).parents[1])]), SENSBOOK_PROGRESS="1")
+    run = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, env=env, timeout=300)
+    assert run.returncode == 0, run.stderr
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("mymodels", tmp_path / "mymodels.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    want = sb.sensitivity_profile(sb.TorchClassifier(mod.build().eval(), tokens=(3, 4), prefix=[2]),
+                                  6, progress=False)
+    got = sb.profiles.Profile.load(tmp_path / "p.json")
+    assert got == want and got.meta["model"] == "mymodels:build" and got.meta["seed"] is None
+    sampled = subprocess.run(cmd[:-2] + ["--samples", "50", "--out", "s.json"], cwd=tmp_path,
+                             capture_output=True, text=True, env=env, timeout=300)
+    assert sampled.returncode == 0, sampled.stderr
+    s = sb.profiles.Profile.load(tmp_path / "s.json")
+    assert s.n_strings == 50 and s.meta["seed"] == 0 and s.meta["torch"] == torch.__version__
+    bad = subprocess.run(cmd[:4] + ["mymodels"] + cmd[5:], cwd=tmp_path, capture_output=True,
+                         text=True, env=env, timeout=300)
+    assert bad.returncode == 2 and "MODULE:FACTORY" in bad.stderr

@@ -254,3 +254,20 @@ def test_item13_the_command_line_profiles_a_factory_and_saves_its_json(tmp_path)
     bad = subprocess.run(cmd[:4] + ["mymodels"] + cmd[5:], cwd=tmp_path, capture_output=True,
                          text=True, env=env, timeout=300)
     assert bad.returncode == 2 and "MODULE:FACTORY" in bad.stderr
+
+
+# ---- item 16: the strings go where the model is -----------------------------------------------
+def test_item16_the_adapter_follows_the_models_device_and_dtype():
+    net = nn.Sequential(nn.Embedding(6, 4), nn.Flatten(1), nn.Linear(4 * 4, 1))
+    clf = sb.TorchClassifier(net, tokens=(3, 4), prefix=[2], suffix=[5])
+    x = sb.strings(3)
+    assert clf.inputs(x)[0][0].device.type == "cpu"
+    net.to("meta")                                    # moved after wrapping (as .to("cuda"))
+    (ids,), _ = clf.inputs(x)
+    assert ids.device.type == "meta" and ids.shape == (8, 5)
+    flt = nn.Linear(3, 1)
+    fclf = sb.TorchClassifier(flt)
+    flt.double()
+    assert fclf.dtype == torch.float64 and fclf.inputs(x)[0][0].dtype == torch.float64
+    assert sb.TorchClassifier(flt, device="cpu", dtype=torch.float32).inputs(x)[0][0].dtype \
+        == torch.float32

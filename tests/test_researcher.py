@@ -244,12 +244,12 @@ def test_item13_the_command_line_profiles_a_factory_and_saves_its_json(tmp_path)
     spec.loader.exec_module(mod)
     want = sb.sensitivity_profile(sb.TorchClassifier(mod.build().eval(), tokens=(3, 4), prefix=[2]),
                                   6, progress=False)
-    got = sb.profiles.Profile.load(tmp_path / "p.json")
+    got = sb.Profile.load(tmp_path / "p.json")
     assert got == want and got.meta["model"] == "mymodels:build" and got.meta["seed"] is None
     sampled = subprocess.run(cmd[:-2] + ["--samples", "50", "--out", "s.json"], cwd=tmp_path,
                              capture_output=True, text=True, env=env, timeout=300)
     assert sampled.returncode == 0, sampled.stderr
-    s = sb.profiles.Profile.load(tmp_path / "s.json")
+    s = sb.Profile.load(tmp_path / "s.json")
     assert s.n_strings == 50 and s.meta["seed"] == 0 and s.meta["torch"] == torch.__version__
     bad = subprocess.run(cmd[:4] + ["mymodels"] + cmd[5:], cwd=tmp_path, capture_output=True,
                          text=True, env=env, timeout=300)

@@ -75,7 +75,7 @@ class Profile:
     Only *complete* strings count (the string and its N neighbours all decided and finite);
     ``undecided``, ``nonfinite`` and ``incomplete`` count the others, so for each model
     ``counts.sum(-1) + undecided + nonfinite + incomplete == n_strings``. ``meta``: where it
-    came from (:func:`provenance`: classifier, margin, seed, torch and sensbook versions), set
+    came from (:func:`sensbook.profiles.provenance`: classifier, margin, seed, torch and sensbook versions), set
     by :func:`sensbook.sensitivity_profile`; two profiles are ``==`` when their counts are
     equal, whatever their ``meta``.
     """

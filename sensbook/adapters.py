@@ -19,7 +19,7 @@ import contextlib
 import inspect
 import warnings
 import weakref
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import torch
@@ -27,7 +27,13 @@ from torch import nn
 
 from .settings import check_device
 
-__all__ = ["TorchClassifier", "SklearnClassifier", "measure_peak_bytes", "measure_resident_bytes"]
+__all__ = ["Classifier", "TorchClassifier", "SklearnClassifier", "measure_peak_bytes",
+           "measure_resident_bytes"]
+
+#: The type of what the instruments take: any callable on strings (B, N) returning labels or
+#: scores (B,) or (*pop, B): a function, a ``torch.nn.Module``, a :class:`TorchClassifier`, a
+#: :class:`SklearnClassifier`, a :class:`sensbook.Recognizer`.
+Classifier = Callable[[torch.Tensor], Any]
 
 #: Modules whose output depends on train/eval mode: a model holding one in training mode would
 #: be profiled with dropout on (a different random function at every call) or batch statistics.

@@ -26,7 +26,8 @@ import warnings
 import numpy as np
 import torch
 
-from .adapters import SklearnClassifier, TorchClassifier, check_mode, explain_call, explain_output
+from .adapters import (Classifier, SklearnClassifier, TorchClassifier, check_mode, explain_call,
+                       explain_output)
 from .adapters import trim_memory, user_stacklevel
 from .boolean import (MAX_EXHAUSTIVE_N, check_int, check_n, check_real, check_seed,
                       index_to_strings)
@@ -303,7 +304,7 @@ def _evaluate(classifier, x, margin, B, labels: _FloatLabels | None = None):
 
 
 @torch.no_grad()
-def truth_table(classifier, N: int, *, margin: float | str = 0.0, device=None, dtype=None,
+def truth_table(classifier: Classifier, N: int, *, margin: float | str = 0.0, device=None, dtype=None,
                 memory_mb: float = 256, chunk_size: int | None = None, progress: bool = True):
     """Labels of the classifier on all 2^N strings: int8 tensor ``(*pop, 2^N)``.
 
@@ -444,7 +445,7 @@ def _warn_if_mostly_undecided(p: Profile) -> Profile:
 
 
 @torch.no_grad()
-def sampled_profile(classifier, N: int, n_samples: int, *, margin: float | str = 0.0, seed: int = 0,
+def sampled_profile(classifier: Classifier, N: int, n_samples: int, *, margin: float | str = 0.0, seed: int = 0,
                     device=None, dtype=None, memory_mb: float = 256, chunk_size: int | None = None,
                     progress: bool = True, sampler=None) -> Profile:
     """Estimate the profile from ``n_samples`` uniform strings, each evaluated with its N flips.
@@ -519,7 +520,7 @@ def _drawn(sampler, n, N, g) -> torch.Tensor:
     return x.cpu()
 
 
-def sensitivity_profile(classifier, N: int, *, margin: float | str = 0.0,
+def sensitivity_profile(classifier: Classifier, N: int, *, margin: float | str = 0.0,
                         n_samples: int | None = None, **kwargs) -> Profile:
     """The sensitivity profile K_0..K_N of any batched Boolean classifier at length N.
 
@@ -575,7 +576,7 @@ def sensitivity_profile(classifier, N: int, *, margin: float | str = 0.0,
     return p
 
 
-def zero_sensitivity_count(classifier, N: int, *, margin: float | str = 0.0, **kwargs) -> torch.Tensor:
+def zero_sensitivity_count(classifier: Classifier, N: int, *, margin: float | str = 0.0, **kwargs) -> torch.Tensor:
     """K_0(N), the number of strings all of whose neighbours share their label (exact).
 
     Theorem 4.5 of Kövér et al. (2026) lower-bounds it for almost every random transformer.

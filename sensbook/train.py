@@ -36,6 +36,7 @@ import torch.nn.functional as Fn
 
 from .boolean import (FIRST, MAJORITY, MAX_EXHAUSTIVE_N, PARITY, BooleanFunction, check_int,
                       check_n, check_real, index_to_strings)
+from .adapters import Classifier
 from .model import INITS, Recognizer
 
 DATA_SEED_OFFSET = 1_000_003          # data generator of seed s: s + this (init uses s itself)
@@ -152,7 +153,7 @@ def _batch(gens, B, N, device, dtype):
     return x.to(device=device, dtype=dtype)
 
 
-def population_loss(model: Recognizer, x, y, loss: str = "logistic") -> torch.Tensor:
+def population_loss(model: Classifier, x, y, loss: str = "logistic") -> torch.Tensor:
     """Per-model mean loss, shape (P,): ``softplus(-y T)`` (logistic) or ``(T - y)^2`` (mse).
 
     y in {0, 1} is mapped to -1/+1. The training objective is the sum over models, whose
@@ -252,7 +253,7 @@ def held_out_strings(N: int, n_test: int, *, seed: int = 0) -> torch.Tensor:
     return torch.randint(0, 2, (n_test, check_n(N)), generator=g).float()
 
 
-def accuracy(model: Recognizer, f: BooleanFunction, N: int, *, n_test: int | None = None,
+def accuracy(model: Classifier, f: BooleanFunction, N: int, *, n_test: int | None = None,
              seed: int = 0, chunk: int = 4096) -> np.ndarray:
     """Fraction of strings where sign(T) agrees with f (accept when T > 0), per model: (P,).
 
@@ -519,7 +520,7 @@ def top_hessian_eigenvalue(model, f: BooleanFunction, x, *, loss: str = "logisti
 
 
 @torch.no_grad()
-def min_margin(model, x) -> np.ndarray:
+def min_margin(model: Classifier, x) -> np.ndarray:
     """min over the strings ``x`` of ``|T(x)|``, per model: (P,). With labels sign(T), the
     smallest output a string gets; Cor. 3.4 bounds it by O(1/N) at eps > 0 for weights in a
     fixed box."""

@@ -15,7 +15,7 @@ because some Hamming neighbour is undecided or non-finite ("incomplete").
 Exhaustive profiles (N <= 24) evaluate each of the 2^N strings once, in chunks sized to a memory
 budget, and find neighbours by XOR on the string index. Sampled profiles (any N) draw uniform
 strings and evaluate each with its N neighbours, giving unbiased estimates of K_k / 2^N with
-standard errors.
+Wilson intervals (:meth:`sensbook.Profile.interval`).
 """
 from __future__ import annotations
 

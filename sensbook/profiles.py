@@ -307,7 +307,8 @@ def plot_profile(profiles, labels: Sequence[str] | None = None, *, ax: Any = Non
 
     ``profiles``: a :class:`Profile` of one model, or a sequence of them (a population's
     profile: select one model). ``labels``: one legend entry per profile (default: the
-    classifier's name from ``meta``, and N). ``x``: ``"k"`` or ``"k/N"`` (default ``"k"`` when
+    classifier's name from ``meta``, and N); profiles with the same label share a colour
+    (exact: a solid line; sampled: dots and a band). ``x``: ``"k"`` or ``"k/N"`` (default ``"k"`` when
     every profile has the same N, else ``"k/N"``, so lengths overlay on [0, 1]). ``ax``: a
     matplotlib axes to draw on (default: a new figure). Returns the axes.
     """
@@ -331,13 +332,16 @@ def plot_profile(profiles, labels: Sequence[str] | None = None, *, ax: Any = Non
     with plt.rc_context(STYLE):
         if ax is None:
             _, ax = plt.subplots(figsize=(6.4, 3.6))
+        colours = {}
         for i, p in enumerate(profiles):
             k = np.arange(p.N + 1) / (p.N if x == "k/N" else 1)
             frac = p.fractions.cpu().numpy()
             name = labels[i] if labels is not None else (
                 f"{p.meta.get('classifier', 'profile')[:40]}, N = {p.N}")
             kind = "exact" if p.exact else f"{p.n_strings} strings"
-            line, = ax.plot(k, frac, "o-", ms=3, lw=1, label=f"{name} ({kind})")
+            colour = colours.setdefault(name, f"C{len(colours) % 10}")   # one colour a label
+            line, = ax.plot(k, frac, "-" if p.exact else "o:", ms=3, lw=1.2 if p.exact else 1,
+                            color=colour, label=f"{name} ({kind})")
             if not p.exact:
                 lo, hi = p.interval(z)
                 ax.fill_between(k, lo.numpy(), hi.numpy(), color=line.get_color(), alpha=0.2,

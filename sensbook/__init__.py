@@ -43,6 +43,7 @@ from .model import INITS, Recognizer, Trace, blowup, num_parameters, positional_
 from .profile import (ACCEPT, NONFINITE, REJECT, UNDECIDED, Profile, classify, profile_from_table,
                       random_function_profiles, rounding_margin, sampled_profile,
                       sensitivity_profile, truth_table, zero_sensitivity_count)
+from .profiles import compare_profiles, plot_profile
 from .survival import fit_aft, heldout_loglik, kaplan_meier, profile_interval
 from .pages import STYLE, explore, use_style
 from .settings import SCALES, check_device, device, pick, progress, scale, set_scale

@@ -19,7 +19,7 @@ import contextlib
 import inspect
 import warnings
 import weakref
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import torch
@@ -27,7 +27,13 @@ from torch import nn
 
 from .settings import check_device
 
-__all__ = ["TorchClassifier", "SklearnClassifier", "measure_peak_bytes", "measure_resident_bytes"]
+__all__ = ["Classifier", "TorchClassifier", "SklearnClassifier", "measure_peak_bytes",
+           "measure_resident_bytes"]
+
+#: The type of what the instruments take: any callable on strings (B, N) returning labels or
+#: scores (B,) or (*pop, B): a function, a ``torch.nn.Module``, a :class:`TorchClassifier`, a
+#: :class:`SklearnClassifier`, a :class:`sensbook.Recognizer`.
+Classifier = Callable[[torch.Tensor], Any]
 
 #: Modules whose output depends on train/eval mode: a model holding one in training mode would
 #: be profiled with dropout on (a different random function at every call) or batch statistics.
@@ -150,15 +156,22 @@ class TorchClassifier:
     ----------
     model : torch.nn.Module
         Any module; a Hugging Face ``*ForSequenceClassification`` works as it is.
-    tokens : (int, int), optional
-        Token ids of bit 0 and bit 1. Given, the model receives ``torch.long`` ids of shape
-        (B, len(prefix) + N + len(suffix)); else it receives the 0/1 strings as floats of
-        ``dtype`` (shape (B, N)).
+    tokens : (int, int) or (sequence of int, sequence of int), optional
+        Token ids of bit 0 and bit 1, or two words of ids of equal length w (a bit that the
+        tokenizer writes as several tokens, e.g. ``tokens=(ids("zero"), ids("one"))``). Given,
+        the model receives ``torch.long`` ids of shape
+        (B, len(prefix) + N w + (N - 1) len(sep) + len(suffix)); else it receives the 0/1
+        strings as floats of ``dtype`` (shape (B, N)).
     prefix, suffix : sequence of int
         Token ids put before / after every string (e.g. ``[CLS]``, an end-of-sequence token).
+        Together they are the template of a sentence with the bits inside it:
+        ``prefix=ids("[CLS] the bits"), suffix=ids("are accepted [SEP]")``.
+    sep : sequence of int
+        Token ids put between consecutive bits (e.g. a space or a comma); default none.
     attention_mask : bool, optional
-        Pass ``attention_mask=`` (all ones) to the model; default: when ``tokens`` are given and
-        the model's ``forward`` takes an ``attention_mask``.
+        Pass ``attention_mask=`` (all ones, ``torch.long``, the shape of the ids, or (B, N) for
+        float inputs) to the model; default: when ``tokens`` are given and the model's
+        ``forward`` takes an ``attention_mask``.
     output : {"logits", "probability"} or callable
         How to read the model's output (after taking ``.logits`` of a ``ModelOutput``, or the
         first element of a tuple): ``"logits"`` (default) reads one logit per string (shape (B,)
@@ -170,7 +183,13 @@ class TorchClassifier:
     threshold : float
         The probability above which a string is accepted (``output="probability"``; default 0.5).
     device, dtype : optional
-        Where the inputs go and their float dtype (default: the model's parameters').
+        Where the inputs go and their float dtype (default: where the model's parameters are
+        at each call, and their dtype). Strings are made on that device, so a model on a GPU
+        is profiled there; in half precision pass an explicit ``margin`` on the scale of its
+        scores (``margin="auto"`` is refused for float16 outputs)::
+
+            clf = sb.TorchClassifier(bert.half().to("cuda"), tokens=(3, 4), prefix=[2])
+            sb.sensitivity_profile(clf, 16, margin=1e-2)
     train : {"eval", "error"}
         A model in training mode with dropout or batch norm: ``"eval"`` (default) switches it to
         ``eval()`` with a warning, ``"error"`` refuses it. Either way it is never profiled in
@@ -187,7 +206,7 @@ class TorchClassifier:
     """
 
     def __init__(self, model: nn.Module, *, tokens: Sequence[int] | None = None,
-                 prefix: Sequence[int] = (), suffix: Sequence[int] = (),
+                 prefix: Sequence[int] = (), suffix: Sequence[int] = (), sep: Sequence[int] = (),
                  attention_mask: bool | None = None, output: str | Callable = "logits",
                  positive: int = 1, threshold: float = 0.5, device=None, dtype=None,
                  train: str = "eval"):
@@ -205,27 +224,23 @@ class TorchClassifier:
             raise ValueError(f"threshold must be a probability in (0, 1), got {threshold!r}")
         self.model, self.output, self.positive, self.threshold = model, output, positive, threshold
         self.train = train
-        p = next(iter(model.parameters()), None)
-        self.device = check_device(device or (p.device if p is not None else "cpu"))
-        if dtype is None:
-            dtype = p.dtype if p is not None and p.is_floating_point() else torch.float32
-        if not (isinstance(dtype, torch.dtype) and dtype.is_floating_point):
+        self._device = None if device is None else check_device(device)
+        if dtype is not None and not (isinstance(dtype, torch.dtype) and dtype.is_floating_point):
             raise ValueError(f"dtype must be a floating torch dtype (the dtype of float inputs; "
                              f"token ids are always torch.long), got {dtype!r}")
-        self.dtype = dtype
+        self._dtype = dtype
         if tokens is None:
             if prefix or suffix:
                 raise ValueError("prefix and suffix are token ids: pass tokens=(id of 0, id of 1) too")
             self.tokens = None
         else:
-            ids = [self._id(t, "tokens") for t in tokens]
-            if len(ids) != 2 or ids[0] == ids[1]:
-                raise ValueError(f"tokens must be two different ids (bit 0, bit 1), got {tokens!r}")
-            self.tokens = torch.tensor(ids, device=self.device)
-        self.prefix = torch.tensor([self._id(t, "prefix") for t in prefix], dtype=torch.long,
-                                   device=self.device)
-        self.suffix = torch.tensor([self._id(t, "suffix") for t in suffix], dtype=torch.long,
-                                   device=self.device)
+            words = self._words(tokens)
+            self.tokens = torch.tensor(words, dtype=torch.long)                      # (2, w)
+        self.sep = torch.tensor([self._id(t, "sep") for t in sep], dtype=torch.long)
+        if len(self.sep) and self.tokens is None:
+            raise ValueError("sep holds token ids: pass tokens=(id of 0, id of 1) too")
+        self.prefix = torch.tensor([self._id(t, "prefix") for t in prefix], dtype=torch.long)
+        self.suffix = torch.tensor([self._id(t, "suffix") for t in suffix], dtype=torch.long)
         if attention_mask is None:
             try:
                 params = inspect.signature(model.forward).parameters
@@ -237,6 +252,41 @@ class TorchClassifier:
         self._estimates = {}
         self._check_mode(at_init=True)
 
+    @property
+    def device(self) -> torch.device:
+        """Where the inputs go: ``device`` if given, else where the model's parameters are now
+        (so ``model.to("cuda")`` after wrapping it moves the strings too)."""
+        if self._device is not None:
+            return self._device
+        p = next(iter(self.model.parameters()), None)
+        return p.device if p is not None else torch.device("cpu")
+
+    @property
+    def dtype(self) -> torch.dtype:
+        """The dtype of float inputs: ``dtype`` if given, else the model's first floating
+        parameter's now, else float32."""
+        if self._dtype is not None:
+            return self._dtype
+        p = next((p for p in self.model.parameters() if p.is_floating_point()), None)
+        return p.dtype if p is not None else torch.float32
+
+    @classmethod
+    def _words(cls, tokens):
+        """The two words (bit 0, bit 1) as equal-length lists of ids: an id or a sequence."""
+        if isinstance(tokens, (str, bytes)) or not hasattr(tokens, "__len__") or len(tokens) != 2:
+            raise ValueError(f"tokens must be two ids or two words of ids (bit 0, bit 1), got "
+                             f"{tokens!r}")
+        words = [[cls._id(t, "tokens")] if not hasattr(t, "__len__") else
+                 [cls._id(i, "tokens") for i in t] for t in tokens]
+        if not words[0] or len(words[0]) != len(words[1]):
+            raise ValueError(f"the two words of tokens must have the same number of ids (>= 1), "
+                             f"got {tokens!r}: pad the shorter one with an id of your own so "
+                             "that every string has the same length")
+        if words[0] == words[1]:
+            raise ValueError(f"tokens must be two different ids or words (bit 0, bit 1), got "
+                             f"{tokens!r}")
+        return words
+
     @staticmethod
     def _id(t, argument):
         if isinstance(t, bool) or not isinstance(t, (int, np.integer)) or t < 0:
@@ -246,7 +296,8 @@ class TorchClassifier:
     def _used_ids(self) -> set:
         if self.tokens is None:
             return set()
-        return set(self.tokens.tolist()) | set(self.prefix.tolist()) | set(self.suffix.tolist())
+        return (set(self.tokens.flatten().tolist()) | set(self.prefix.tolist())
+                | set(self.suffix.tolist()) | set(self.sep.tolist()))
 
     def _check_pad(self):
         """A decoder classifier reads the last token that is not the pad token: set an unused
@@ -287,11 +338,20 @@ class TorchClassifier:
     def inputs(self, x: torch.Tensor) -> tuple:
         """What the model receives for the 0/1 strings ``x`` (B, N): ``(args, kwargs)``."""
         if self.tokens is None:
-            return (x.to(device=self.device, dtype=self.dtype),), {}
-        bits = x.to(device=self.device).long()
-        ids = self.tokens[bits]
-        B = ids.shape[0]
-        ids = torch.cat([self.prefix.expand(B, -1), ids, self.suffix.expand(B, -1)], dim=1)
+            x = x.to(device=self.device, dtype=self.dtype)
+            kw = {"attention_mask": torch.ones(x.shape, dtype=torch.long, device=x.device)} \
+                if self.attention_mask else {}
+            return (x,), kw
+        dev = self.device
+        bits = x.to(device=dev).long()
+        ids = self.tokens.to(dev)[bits]                          # (B, N, w): each bit a word
+        B, N = bits.shape
+        sep = self.sep.to(dev)
+        if len(sep):                                             # sep after every word but the last
+            ids = torch.cat([ids, sep.expand(B, N, -1)], dim=2)
+        ids = ids.reshape(B, -1)[:, :ids.shape[1] * ids.shape[2] - len(sep)]
+        ids = torch.cat([self.prefix.to(dev).expand(B, -1), ids,
+                         self.suffix.to(dev).expand(B, -1)], dim=1)
         kw = {"attention_mask": torch.ones_like(ids)} if self.attention_mask else {}
         return (ids,), kw
 
@@ -342,8 +402,15 @@ class TorchClassifier:
         return self._estimates[N]
 
     def __repr__(self):
-        how = "floats" if self.tokens is None else f"tokens={self.tokens.tolist()}"
+        words = None if self.tokens is None else self.tokens.tolist()
+        how = "floats" if words is None else \
+            f"tokens={[w[0] if len(w) == 1 else w for w in words]}"
         return f"TorchClassifier({type(self.model).__name__}, {how}, output={self.output!r})"
+
+
+#: The score of a tie (a leaf with p = threshold, a decision function of exactly 0), signed
+#: toward ``classes_[0]`` as scikit-learn's ``predict`` decides it: the smallest normal float64.
+TIE = float(np.finfo(np.float64).tiny)
 
 
 class SklearnClassifier:
@@ -361,6 +428,13 @@ class SklearnClassifier:
         The class that accepts (default ``classes_[1]``, which ``decision_function`` favours).
     threshold : float
         The probability above which a string is accepted (``predict_proba``; default 0.5).
+
+    Notes
+    -----
+    Ties are broken as scikit-learn's ``predict`` breaks them (toward ``classes_[0]``), so a
+    decision tree's leaf with p = 0.5 is a label, not an undecided string; with a margin > 0
+    such strings are undecided, and the profiler warns about any undecided string an adapter
+    yields.
     """
 
     METHODS = ("decision_function", "predict_proba", "predict")
@@ -391,14 +465,22 @@ class SklearnClassifier:
         self.column = list(classes).index(positive)
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        """Scores (B,) (float64; positive accepts) or labels (bool) of the strings ``x``."""
+        """Scores (B,) (float64; positive accepts) or labels (bool) of the strings ``x``.
+
+        A tie (a probability equal to the threshold, a decision function of 0) goes to
+        ``classes_[0]``, as scikit-learn's ``predict`` breaks it: its score is the smallest
+        normal float64 with that label's sign (``TIE``), so it is decided at ``margin=0`` and
+        undecided at any margin > 0."""
         X = x.detach().cpu().double().numpy()
         out = getattr(self.estimator, self.method)(X)
         if self.method == "predict":
             return torch.as_tensor(np.asarray(out) == self.positive)
         if self.method == "predict_proba":
-            return torch.as_tensor(np.asarray(out, dtype=np.float64)[:, self.column] - self.threshold)
-        return torch.as_tensor(np.asarray(out, dtype=np.float64))
+            out = np.asarray(out, dtype=np.float64)[:, self.column] - self.threshold
+        else:
+            out = np.asarray(out, dtype=np.float64).reshape(len(X))
+        tie = TIE if self.column == 0 else -TIE           # ties go to classes_[0]
+        return torch.as_tensor(np.where(out == 0, tie, out))
 
     def memory_per_string(self, N: int) -> int:
         """Bytes one string of length N costs: its float64 features and a few of its copies."""

@@ -75,7 +75,8 @@ def check_strings(x, N=None, *, argument="x") -> torch.Tensor:
 
 def strings(N: int, start: int = 0, stop: int | None = None, *, device=None, dtype=torch.float32):
     """The strings with indices ``start..stop-1`` (default: all 2^N), shape (stop-start, N);
-    ``0 <= start <= stop <= 2^N``."""
+    ``0 <= start <= stop <= 2^N``. The index of a string is ``sum_n x_n 2^(n-1)``: column 0
+    (the paper's position 1) is the lowest bit, so row i of ``strings(N)`` has index i."""
     N = check_n(N, maximum=62)
     stop = 2**N if stop is None else check_int(stop, "stop", minimum=0, maximum=2**N)
     start = check_int(start, "start", minimum=0, maximum=stop)
@@ -183,8 +184,8 @@ def _threshold_profile(m, t):
 class Parity(BooleanFunction):
     """PARITY (S = None: all bits) or m-SPARSE PARITY on the 1-based positions S.
 
-    f(x) = sum_{n in S} x_n mod 2. Every string has s = |S|, so K_{|S|} = 2^N and K_0 = 0.
-    DICTATOR and FIRST are the case |S| = 1 (see :class:`Dictator`).
+    f(x) = sum_{n in S} x_n mod 2. Every string has s = ``|S|``, so ``K_{|S|} = 2^N`` and
+    K_0 = 0. DICTATOR and FIRST are the case ``|S| = 1`` (see :class:`sensbook.boolean.Dictator`).
     """
 
     def __init__(self, S=None, name=None):

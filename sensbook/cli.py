@@ -1,4 +1,5 @@
-"""The ``sensbook`` command: list the book's experiments, run any of them at any scale.
+"""The ``sensbook`` command: list the book's experiments, run any of them at any scale, and
+profile a model of your own.
 
     sensbook list                                               # every experiment, sizes, cost
     sensbook sweep ch5 --scale paper --out results/             # all of chapter 5's experiments
@@ -9,6 +10,7 @@
     sensbook sweep all --scale paper --out /shared/results --executor slurm --partition gpu \
         --gpus-per-task 1 --time 120 --no-wait                  # a Slurm job array (submitit)
     sensbook calibrate ch5                                      # cost model vs a measured ci run
+    sensbook profile mymodels:build --tokens 3,4 --prefix 2 --N 12 --out p.json   # your model
 
 Finished configurations are stored under ``OUT/<experiment>/`` as they finish; rerunning skips
 them, so an interrupted sweep resumes. Build the book from them with
@@ -42,6 +44,7 @@ def _parser():
     s.add_argument("--status", action="store_true", help="report what is stored, queued, running "
                    "and failed (with each failed job's error); compute nothing")
     _cluster_options(s)
+    _profile_options(sub)
     ls = sub.add_parser("list", help="every experiment: configurations and predicted cost per scale")
     ls.add_argument("--scale", choices=SCALES, default=None, help="only this scale")
     c = sub.add_parser("calibrate", help="run an experiment's ci configurations and compare the "
@@ -138,8 +141,100 @@ def _devices(args):
     return names
 
 
+# --- sensbook profile: a model of your own, from the command line ------------------------------
+def _profile_options(sub):
+    p = sub.add_parser(
+        "profile", help="the sensitivity profile of your own model, saved as JSON",
+        description="Profile MODULE:FACTORY (FACTORY() returns a torch.nn.Module, wrapped in "
+        "sb.TorchClassifier with the token options, or any classifier callable on (B, N) 0/1 "
+        "strings) at length N, exactly (N <= 24) or from --samples strings, and save it as "
+        "JSON (sb.Profile.load reads it back).")
+    p.add_argument("target", help="MODULE:FACTORY, e.g. mymodels:build_bert (MODULE importable "
+                   "from the current folder, or a path to a .py file)")
+    p.add_argument("--N", type=int, required=True, help="string length")
+    p.add_argument("--samples", type=int, default=None,
+                   help="sample this many uniform strings (default: all 2^N)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the sampled strings (default 0)")
+    p.add_argument("--tokens", default=None, help="ids of bit 0 and bit 1, e.g. 3,4 (a word of "
+                   "several ids: 5+6,7+8); default: the model receives float strings")
+    for name, what in (("prefix", "before the bits, e.g. [CLS]"), ("suffix", "after the bits"),
+                       ("sep", "between consecutive bits")):
+        p.add_argument(f"--{name}", default="", help=f"comma-separated token ids {what}")
+    p.add_argument("--margin", type=float, default=0.0, help="scores with |T| below it are "
+                   "undecided (default 0)")
+    p.add_argument("--memory-mb", type=float, default=256, help="memory budget (default 256)")
+    p.add_argument("--device", default=None, help="torch device for the model (default: its own)")
+    p.add_argument("--out", required=True, help="the JSON file to write")
+
+
+def _ids(text, option):
+    try:
+        return [int(t) for t in text.split(",") if t.strip()]
+    except ValueError:
+        raise ValueError(f"--{option} must be comma-separated token ids, got {text!r}") from None
+
+
+def _load_factory(target):
+    import importlib
+    import importlib.util
+
+    module, sep, name = target.rpartition(":")
+    if not sep or not module or not name:
+        raise ValueError(f"the target must be MODULE:FACTORY, got {target!r}")
+    if module.endswith(".py"):
+        spec = importlib.util.spec_from_file_location(os.path.basename(module)[:-3], module)
+        if spec is None or not os.path.exists(module):
+            raise ValueError(f"no such file: {module}")
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+    else:
+        sys.path.insert(0, os.getcwd())
+        mod = importlib.import_module(module)
+    factory = getattr(mod, name, None)
+    if not callable(factory):
+        raise ValueError(f"{module} has no callable {name!r}")
+    return factory
+
+
+def _profile(args) -> int:
+    import torch
+
+    from .adapters import TorchClassifier
+    from .profile import sensitivity_profile
+
+    try:
+        model = _load_factory(args.target)()
+        if args.device is not None and isinstance(model, torch.nn.Module):
+            model = model.to(args.device)
+        opts = dict(prefix=_ids(args.prefix, "prefix"), suffix=_ids(args.suffix, "suffix"),
+                    sep=_ids(args.sep, "sep"))
+        if args.tokens is not None:
+            words = [[int(i) for i in w.split("+")] for w in args.tokens.split(",")]
+            opts["tokens"] = words
+        if isinstance(model, torch.nn.Module):
+            clf = TorchClassifier(model, **opts)
+        elif any(opts.values()):
+            raise ValueError("--tokens/--prefix/--suffix/--sep wrap a torch.nn.Module; the "
+                             f"factory returned a {type(model).__name__}")
+        else:
+            clf = model
+        kw = dict(n_samples=args.samples, memory_mb=args.memory_mb, progress=True)
+        if args.samples is not None:
+            kw["seed"] = args.seed
+        prof = sensitivity_profile(clf, args.N, margin=args.margin, **kw)
+        prof.save(args.out, model=args.target)
+    except (ValueError, TypeError, ImportError, OSError) as e:
+        print(f"sensbook: {e}", file=sys.stderr)
+        return 2
+    print(prof)
+    print(f"saved to {args.out} (sensbook.Profile.load reads it back)")
+    return 0
+
+
 def main(argv=None) -> int:
     args = _parser().parse_args(argv)
+    if args.command == "profile":
+        return _profile(args)
     from .experiments import select
     from .settings import SCALES
     from .runtime.store import Store, results_dir

@@ -52,7 +52,9 @@ def walsh_hadamard(table) -> torch.Tensor:
     """The unnormalised spectrum c[S] = sum_x (-1)^(f(x) + sum_{i in S} x_i), which is
     2^N f^(S).
 
-    ``table``: labels 0/1 of shape ``(*pop, 2^N)`` (e.g. :func:`sensbook.truth_table`).
+    ``table``: labels 0/1 of shape ``(*pop, 2^N)`` (e.g. :func:`sensbook.truth_table`), entry
+    i the label of the string of index i = sum_n x_n 2^(n-1). The set S of positions is
+    indexed the same way: bit n-1 of the output's index says whether position n is in S.
     Returns int32 of the same shape on the same device: the fast transform, N butterfly
     passes of O(2^N) each.
     """

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from .adapters import Classifier
 from .boolean import check_n, check_real, check_strings, index_to_strings
 from .model import Recognizer, blowup, positional_features
 from .profile import ACCEPT, REJECT, classify
@@ -68,9 +69,14 @@ def _outputs(model, x) -> torch.Tensor:
     if not callable(model):
         raise ValueError(f"model must be a classifier (a callable on strings (B, N)), got "
                         f"{type(model).__name__}")
+    from .adapters import explain_call, explain_output
+
     dtype = getattr(model, "dtype", torch.float32)
-    T = model(x.to(dtype if isinstance(dtype, torch.dtype) else torch.float32))
+    x = x.to(dtype if isinstance(dtype, torch.dtype) else torch.float32)
+    with explain_call(model, x):
+        T = model(x)
     if not isinstance(T, torch.Tensor) or T.shape[-1] != x.shape[0]:
+        explain_output(T, x.shape[0])
         raise ValueError(f"model must return scores of shape (B,) or (P, B) for B={x.shape[0]} "
                          "strings (wrap a torch model in sb.TorchClassifier)")
     return T.reshape(-1, x.shape[0])
@@ -166,7 +172,7 @@ def with_flips(x: torch.Tensor, bits: torch.Tensor) -> torch.Tensor:
 
 @torch.no_grad()
 def flip_influence(
-    model: Recognizer, x: torch.Tensor, bits=None, *, chunk: int = 64
+    model: Classifier, x: torch.Tensor, bits=None, *, chunk: int = 64
 ) -> torch.Tensor:
     """``|T(theta, x) - T(theta, x xor e_i)|`` for each model, string and bit: shape (P, B,
     k).
@@ -192,7 +198,7 @@ def flip_influence(
 
 @torch.no_grad()
 def output_table(
-    model: Recognizer, N: int, *, chunk: int | None = None
+    model: Classifier, N: int, *, chunk: int | None = None
 ) -> torch.Tensor:
     """T(theta, x) on all 2^N strings, in index order: shape (P, 2^N); N <= 20.
 
@@ -212,7 +218,7 @@ def output_table(
 
 
 def exhaustive_influence(
-    model: Recognizer, N: int, *, table: torch.Tensor | None = None
+    model: Classifier, N: int, *, table: torch.Tensor | None = None
 ) -> torch.Tensor:
     """max over all 2^N strings x and all N bits i of ``|T(x) - T(x xor e_i)|``: shape (P,).
 

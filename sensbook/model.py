@@ -23,7 +23,7 @@ The modelling CHOICES (``paper-notes.md``), each made here once:
   reaches the eos output: a zero-variance layer norm at eos, or at any position of a layer
   below the last (attention spreads it to every position). A zero-variance layer norm only at
   non-eos positions of the last layer (e.g. L = 1) never reaches T: T is finite and decided
-  while the blowup is +inf (:meth:`Recognizer.trace`).
+  while the blowup is +inf (:meth:`sensbook.Recognizer.trace`).
 * **Positional features** phi(n) = (n/(N+1), (-1)^n, 1[n=1]), bounded in n, mapped to R^D by a
   learned 3 x D matrix: the features the constructions use. ``mark_first=False`` (an ablation,
   chapters 2, 3 and 6) sets the third feature to 0 at every position: no position is marked.

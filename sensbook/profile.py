@@ -15,22 +15,23 @@ because some Hamming neighbour is undecided or non-finite ("incomplete").
 Exhaustive profiles (N <= 24) evaluate each of the 2^N strings once, in chunks sized to a memory
 budget, and find neighbours by XOR on the string index. Sampled profiles (any N) draw uniform
 strings and evaluate each with its N neighbours, giving unbiased estimates of K_k / 2^N with
-standard errors.
+Wilson intervals (:meth:`sensbook.Profile.interval`).
 """
 from __future__ import annotations
 
 import math
 import os
 import warnings
-from dataclasses import dataclass
 
 import numpy as np
 import torch
 
-from .adapters import check_mode, explain_call, explain_output
+from .adapters import (Classifier, SklearnClassifier, TorchClassifier, check_mode, explain_call,
+                       explain_output)
 from .adapters import trim_memory, user_stacklevel
 from .boolean import (MAX_EXHAUSTIVE_N, check_int, check_n, check_real, check_seed,
                       index_to_strings)
+from .profiles import Profile, provenance
 from .settings import check_device, progress as _progress
 
 REJECT, ACCEPT, UNDECIDED, NONFINITE = 0, 1, -1, -2
@@ -303,7 +304,7 @@ def _evaluate(classifier, x, margin, B, labels: _FloatLabels | None = None):
 
 
 @torch.no_grad()
-def truth_table(classifier, N: int, *, margin: float | str = 0.0, device=None, dtype=None,
+def truth_table(classifier: Classifier, N: int, *, margin: float | str = 0.0, device=None, dtype=None,
                 memory_mb: float = 256, chunk_size: int | None = None, progress: bool = True):
     """Labels of the classifier on all 2^N strings: int8 tensor ``(*pop, 2^N)``.
 
@@ -329,84 +330,6 @@ def truth_table(classifier, N: int, *, margin: float | str = 0.0, device=None, d
         table[..., a:a + len(idx)] = lab
     labels.check(classifier)
     return table
-
-
-@dataclass
-class Profile:
-    """A sensitivity profile, exact (all 2^N strings) or sampled; leading axes = population.
-
-    ``counts[..., k]``: exact K_k when ``exact``, else the number of sampled strings with s = k.
-    Only *complete* strings count (the string and its N neighbours all decided and finite);
-    ``undecided``, ``nonfinite`` and ``incomplete`` count the others, so for each model
-    ``counts.sum(-1) + undecided + nonfinite + incomplete == n_strings``.
-    """
-
-    N: int
-    exact: bool
-    n_strings: int
-    counts: torch.Tensor
-    undecided: torch.Tensor
-    nonfinite: torch.Tensor
-    incomplete: torch.Tensor
-    accepted: torch.Tensor
-
-    @property
-    def K(self) -> torch.Tensor:
-        """Exact K_0..K_N (exhaustive profiles only)."""
-        if not self.exact:
-            raise ValueError("this profile is sampled: use .fractions and .stderr (estimates of K_k / 2^N)")
-        return self.counts
-
-    @property
-    def K0(self) -> torch.Tensor:
-        """K_0: the number of zero-sensitivity strings (exhaustive profiles only)."""
-        return self.K[..., 0]
-
-    @property
-    def fractions(self) -> torch.Tensor:
-        """K_k / 2^N (exact) or its unbiased estimate (sampled)."""
-        return self.counts.double() / self.n_strings
-
-    @property
-    def stderr(self) -> torch.Tensor:
-        """Standard error of :attr:`fractions` (0 for exact profiles)."""
-        if self.exact:
-            return torch.zeros_like(self.fractions)
-        p = self.fractions
-        return (p * (1 - p) / self.n_strings).sqrt()
-
-    @property
-    def complete(self) -> torch.Tensor:
-        """True for models with no undecided, non-finite or incomplete string."""
-        return (self.undecided + self.nonfinite + self.incomplete) == 0
-
-    @property
-    def is_constant(self) -> torch.Tensor:
-        """Complete and every string has s = 0 (for exact profiles: a constant function)."""
-        return self.complete & (self.counts[..., 0] == self.n_strings)
-
-    @property
-    def average_sensitivity(self) -> torch.Tensor:
-        """Mean of s over complete strings (NaN where there are none)."""
-        k = torch.arange(self.N + 1, dtype=torch.float64, device=self.counts.device)
-        c = self.counts.double()
-        return (c * k).sum(-1) / c.sum(-1)
-
-    @property
-    def max_sensitivity(self) -> torch.Tensor:
-        """Largest s over complete strings (-1 where there are none)."""
-        k = torch.arange(self.N + 1, device=self.counts.device)
-        return torch.where(self.counts > 0, k, -1).max(-1).values
-
-    def __repr__(self):
-        if self.counts.dim() == 1:
-            body = self.counts.tolist()
-            extra = [f"{n}={int(getattr(self, n))}" for n in ("undecided", "nonfinite", "incomplete")
-                     if int(getattr(self, n))]
-        else:
-            body, extra = f"<{tuple(self.counts.shape[:-1])} models>", []
-        kind = "exact" if self.exact else f"sampled n={self.n_strings}"
-        return f"Profile(N={self.N}, {kind}, K={body}{', ' + ', '.join(extra) if extra else ''})"
 
 
 def _bincount(s, valid, N):
@@ -522,9 +445,9 @@ def _warn_if_mostly_undecided(p: Profile) -> Profile:
 
 
 @torch.no_grad()
-def sampled_profile(classifier, N: int, n_samples: int, *, margin: float | str = 0.0, seed: int = 0,
+def sampled_profile(classifier: Classifier, N: int, n_samples: int, *, margin: float | str = 0.0, seed: int = 0,
                     device=None, dtype=None, memory_mb: float = 256, chunk_size: int | None = None,
-                    progress: bool = True) -> Profile:
+                    progress: bool = True, sampler=None) -> Profile:
     """Estimate the profile from ``n_samples`` uniform strings, each evaluated with its N flips.
 
     Streams: each classifier call evaluates at most ``chunk_size`` (else a budget-sized number
@@ -532,6 +455,12 @@ def sampled_profile(classifier, N: int, n_samples: int, *, margin: float | str =
     kept, so memory is bounded by ``memory_mb`` whatever N and ``n_samples`` (a request whose
     single string does not fit is refused at once, with the memory it would need). The
     strings drawn depend only on ``seed``, never on the chunking.
+
+    ``sampler``: strings from another distribution than the uniform one, e.g. a data set's:
+    a callable ``sampler(n, generator) -> (n, N)`` tensor of 0/1, called with a seeded CPU
+    ``torch.Generator`` (``lambda n, g: data[torch.randint(len(data), (n,), generator=g)]``
+    draws rows of ``data``). The fractions then estimate P(s(x) = k) for x from that
+    distribution, not K_k / 2^N.
     """
     N = check_n(N)
     n_samples = check_int(n_samples, "n_samples", minimum=1)
@@ -548,7 +477,8 @@ def sampled_profile(classifier, N: int, n_samples: int, *, margin: float | str =
     j = torch.arange(N + 1, device=device)                 # 0: the string itself, j: flip bit j-1
     for a in _progress(range(0, n_samples, block), desc=f"sampled profile N={N}", disable=not progress):
         n = min(block, n_samples - a)
-        x = torch.randint(0, 2, (n, N), generator=g).to(device=device, dtype=torch.bool)
+        x = torch.randint(0, 2, (n, N), generator=g) if sampler is None else _drawn(sampler, n, N, g)
+        x = x.to(device=device, dtype=torch.bool)
         labs = None
         total = n * (N + 1)
         for r0 in range(0, total, step):                  # strings r = item * (N+1) + j
@@ -577,7 +507,20 @@ def sampled_profile(classifier, N: int, n_samples: int, *, margin: float | str =
     return _warn_if_mostly_undecided(Profile(N, False, n_samples, counts, und, nonf, inc, acc))
 
 
-def sensitivity_profile(classifier, N: int, *, margin: float | str = 0.0,
+def _drawn(sampler, n, N, g) -> torch.Tensor:
+    """``n`` strings from a user's sampler, checked: shape (n, N), entries 0/1."""
+    if not callable(sampler):
+        raise TypeError(f"sampler must be a callable (n, generator) -> strings (n, N), got "
+                        f"{type(sampler).__name__}")
+    x = torch.as_tensor(sampler(n, g))
+    if x.shape != (n, N) or (x.numel() and not bool(((x == 0) | (x == 1)).all())):
+        raise ValueError(f"sampler must return {n} strings of 0/1 of shape ({n}, {N}); it "
+                         f"returned shape {tuple(x.shape)}"
+                         f"{'' if x.shape != (n, N) else ' with entries other than 0 and 1'}")
+    return x.cpu()
+
+
+def sensitivity_profile(classifier: Classifier, N: int, *, margin: float | str = 0.0,
                         n_samples: int | None = None, **kwargs) -> Profile:
     """The sensitivity profile K_0..K_N of any batched Boolean classifier at length N.
 
@@ -592,7 +535,8 @@ def sensitivity_profile(classifier, N: int, *, margin: float | str = 0.0,
 
     Exhaustive over all 2^N strings when ``n_samples`` is None (N <= 24), else sampled from
     ``n_samples`` uniform strings (any N). ``kwargs``: ``device``, ``dtype``, ``memory_mb``,
-    ``chunk_size``, ``progress`` and, when sampling, ``seed``. Definitions: Section 2 of
+    ``chunk_size``, ``progress`` and, when sampling, ``seed`` and ``sampler`` (strings from
+    another distribution: :func:`sampled_profile`). Definitions: Section 2 of
     Kövér et al. (2026); s(f, x) = #{i : f(x) != f(x xor e_i)}.
 
     ``margin`` (default 0: every nonzero score is decided by its sign) or ``"auto"`` (outputs
@@ -617,11 +561,22 @@ def sensitivity_profile(classifier, N: int, *, margin: float | str = 0.0,
             check_seed(seed)
         table = truth_table(classifier, N, margin=margin, **kwargs)
         trim_memory()
-        return profile_from_table(table, memory_mb=kwargs.get("memory_mb", 256))
-    return sampled_profile(classifier, N, n_samples, margin=margin, **kwargs)
+        p = profile_from_table(table, memory_mb=kwargs.get("memory_mb", 256))
+    else:
+        p = sampled_profile(classifier, N, n_samples, margin=margin, **kwargs)
+    p.meta.update(provenance(classifier, margin=margin,
+                             seed=kwargs.get("seed", 0) if n_samples is not None else None))
+    if kwargs.get("sampler") is not None:
+        p.meta["sampler"] = getattr(kwargs["sampler"], "__qualname__", "a sampler")
+    if isinstance(classifier, (TorchClassifier, SklearnClassifier)) and bool(p.undecided.any()):
+        warnings.warn(f"{classifier!r} left {int(p.undecided.sum())} of {p.n_strings} strings "
+                      f"undecided (|T| <= margin={margin}); they and their "
+                      f"{int(p.incomplete.sum())} decided neighbours are not counted, so the "
+                      "fractions sum to less than 1", stacklevel=user_stacklevel())
+    return p
 
 
-def zero_sensitivity_count(classifier, N: int, *, margin: float | str = 0.0, **kwargs) -> torch.Tensor:
+def zero_sensitivity_count(classifier: Classifier, N: int, *, margin: float | str = 0.0, **kwargs) -> torch.Tensor:
     """K_0(N), the number of strings all of whose neighbours share their label (exact).
 
     Theorem 4.5 of Kövér et al. (2026) lower-bounds it for almost every random transformer.

@@ -36,6 +36,7 @@ import torch.nn.functional as Fn
 
 from .boolean import (FIRST, MAJORITY, MAX_EXHAUSTIVE_N, PARITY, BooleanFunction, check_int,
                       check_n, check_real, index_to_strings)
+from .adapters import Classifier
 from .model import INITS, Recognizer
 
 DATA_SEED_OFFSET = 1_000_003          # data generator of seed s: s + this (init uses s itself)
@@ -152,13 +153,13 @@ def _batch(gens, B, N, device, dtype):
     return x.to(device=device, dtype=dtype)
 
 
-def population_loss(model: Recognizer, x, y, loss: str = "logistic") -> torch.Tensor:
+def population_loss(model: Classifier, x, y, loss: str = "logistic") -> torch.Tensor:
     """Per-model mean loss, shape (P,): ``softplus(-y T)`` (logistic) or ``(T - y)^2`` (mse).
 
     y in {0, 1} is mapped to -1/+1. The training objective is the sum over models, whose
     gradient with respect to model p's parameters is the gradient of model p's own loss.
     """
-    T = model(x)
+    T = scores_like(model(x), y)
     s = 2 * y.to(T.dtype) - 1
     if loss == "logistic":
         per = Fn.softplus(-s * T)
@@ -167,6 +168,25 @@ def population_loss(model: Recognizer, x, y, loss: str = "logistic") -> torch.Te
     else:
         raise ValueError(f"loss={loss!r} is unknown; allowed: {', '.join(LOSSES)}")
     return per.mean(-1)
+
+
+def scores_like(T, y) -> torch.Tensor:
+    """A model's output as scores matching the labels ``y`` (B,) or (P, B): one logit per
+    string, (B, 1) (an ``nn.Linear(D, 1)`` head), is read as (B,); any other shape whose last
+    axis is not the B strings is refused (it would broadcast against the labels into a B x B
+    loss)."""
+    if not isinstance(T, torch.Tensor):
+        raise TypeError(f"the model returned {type(T).__name__}, not a tensor of scores: wrap it "
+                        "in sb.TorchClassifier(model), which reads a ModelOutput's .logits")
+    B = y.shape[-1]
+    if T.dim() == 2 and T.shape == (B, 1) and y.dim() == 1:
+        T = T[:, 0]
+    if T.dim() == 0 or T.shape[-1] != B or T.dim() > max(y.dim(), 2):
+        raise ValueError(f"the model returned shape {tuple(T.shape)} for B={B} strings: a loss "
+                         "needs one score per string, (B,) or (P, B), or one logit (B, 1); "
+                         "for two-class logits (B, 2) wrap the model in sb.TorchClassifier(model) "
+                         "(the logit difference)")
+    return T
 
 
 def train_population(model: Recognizer, f: BooleanFunction, N: int, seeds,
@@ -233,7 +253,7 @@ def held_out_strings(N: int, n_test: int, *, seed: int = 0) -> torch.Tensor:
     return torch.randint(0, 2, (n_test, check_n(N)), generator=g).float()
 
 
-def accuracy(model: Recognizer, f: BooleanFunction, N: int, *, n_test: int | None = None,
+def accuracy(model: Classifier, f: BooleanFunction, N: int, *, n_test: int | None = None,
              seed: int = 0, chunk: int = 4096) -> np.ndarray:
     """Fraction of strings where sign(T) agrees with f (accept when T > 0), per model: (P,).
 
@@ -260,8 +280,8 @@ def accuracy(model: Recognizer, f: BooleanFunction, N: int, *, n_test: int | Non
     bad = torch.zeros(P, dtype=torch.int64)
     for a in range(0, total, chunk):
         x = xs(a, min(a + chunk, total)).to(dev, dt)
-        T = model(x).reshape(P, -1)
-        bad += (~torch.isfinite(T)).sum(-1).cpu()
+        T = torch.as_tensor(model(x)).reshape(P, -1)
+        bad += (~torch.isfinite(T.float())).sum(-1).cpu()
         right += ((T > 0) == f(x).unsqueeze(0)).sum(-1).double().cpu()
     if bad.any():
         which = {int(p): int(bad[p]) for p in torch.nonzero(bad).flatten()}
@@ -417,7 +437,16 @@ def _population_axis(model) -> int | None:
 
 
 def _where(model):
-    """Device and float dtype of a model: its own attributes, else its first parameter's."""
+    """Device and float dtype of a model: its own attributes, else its first parameter's (a
+    classifier that is not a module, e.g. an adapter: its attributes, else CPU float32)."""
+    if not isinstance(model, torch.nn.Module):
+        if not callable(model):
+            raise TypeError(f"model must be a classifier (a torch.nn.Module, an adapter such as "
+                            f"sb.TorchClassifier, or a callable on strings (B, N)), got "
+                            f"{type(model).__name__}")
+        dt = getattr(model, "dtype", None)
+        return (getattr(model, "device", None) or torch.device("cpu"),
+                dt if isinstance(dt, torch.dtype) and dt.is_floating_point else torch.float32)
     p = next(iter(model.parameters()), None)
     dev = getattr(model, "device", None) or (p.device if p is not None else torch.device("cpu"))
     dt = getattr(model, "dtype", None) or (p.dtype if p is not None else torch.float32)
@@ -435,17 +464,26 @@ def top_hessian_eigenvalue(model, f: BooleanFunction, x, *, loss: str = "logisti
     on its own. Iterates until every model's Rayleigh quotient changes by at most ``tol``
     relatively, or ``iters`` products. At a minimum the Hessian is positive semi-definite and
     this is lambda_max, the sharpness of Hahn & Rofin (2024) and Keskar et al. (2017).
-    Any other ``torch.nn.Module`` mapping x to scores (B,) is one model (P = 1), its Hessian
-    over all its parameters. Returns ``lam`` (P,), ``iterations`` and ``converged`` (P,).
+    Any other ``torch.nn.Module`` mapping x to scores (B,) or one logit per string (B, 1) is
+    one model (P = 1), its Hessian over all its parameters; so is an
+    :class:`sensbook.TorchClassifier` (the Hessian over its ``.model``'s parameters, through
+    its token ids and output reading). Returns ``lam`` (P,), ``iterations`` and
+    ``converged`` (P,).
     """
     from torch.func import functional_call, grad, vjp
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
+    from .adapters import TorchClassifier, explain_call
+
     if isinstance(iters, bool) or not isinstance(iters, int) or iters < 1:
         raise ValueError(f"iters must be an integer >= 1, got {iters!r}")
+    adapter = model if isinstance(model, TorchClassifier) else None
+    if adapter is not None:
+        model = adapter.model
     if not isinstance(model, torch.nn.Module) or not any(True for _ in model.parameters()):
         raise TypeError(f"model must be a torch.nn.Module with parameters (the Hessian is over "
-                        f"them), got {type(model).__name__}")
+                        f"them) or an sb.TorchClassifier (the Hessian over its .model's), got "
+                        f"{type(model).__name__}")
     tol = check_real(tol, "tol", minimum=0)
     dev, dt = _where(model)
     x = torch.as_tensor(x).to(device=dev, dtype=dt)
@@ -458,11 +496,17 @@ def top_hessian_eigenvalue(model, f: BooleanFunction, x, *, loss: str = "logisti
     norm = lambda u: torch.sqrt(sum((t.reshape(P, -1).double() ** 2).sum(1) for t in u.values()))
     times = lambda u, c: {k: t * c.to(t).reshape(P, *[1] * (t.dim() - 1)) for k, t in u.items()}
     v = times(v, 1 / norm(v))
-    per = lambda p: population_loss(lambda z: functional_call(model, p, (z,)), x, y, loss)
+    def call(p, z):
+        if adapter is None:
+            return functional_call(model, p, (z,))
+        args, kw = adapter.inputs(z)
+        return adapter.scores(functional_call(model, p, args, kw))
+
+    per = lambda p: population_loss(lambda z: call(p, z), x, y, loss)
     lam = torch.full((P,), math.nan, dtype=torch.float64)
     # the CPU flash-attention kernel has no double backward; the math kernel is the same
     # softmax(q k^T / sqrt(d)) v written in differentiable operations
-    with sdpa_kernel(SDPBackend.MATH):
+    with sdpa_kernel(SDPBackend.MATH), explain_call(model, x):
         _, hvp = vjp(grad(lambda p: per(p).sum()), params)
         for it in range(1, iters + 1):
             hv = hvp(v)[0]
@@ -476,7 +520,7 @@ def top_hessian_eigenvalue(model, f: BooleanFunction, x, *, loss: str = "logisti
 
 
 @torch.no_grad()
-def min_margin(model, x) -> np.ndarray:
+def min_margin(model: Classifier, x) -> np.ndarray:
     """min over the strings ``x`` of ``|T(x)|``, per model: (P,). With labels sign(T), the
     smallest output a string gets; Cor. 3.4 bounds it by O(1/N) at eps > 0 for weights in a
     fixed box."""
@@ -486,7 +530,12 @@ def min_margin(model, x) -> np.ndarray:
                          f"{tuple(x.shape)}: the smallest |T| over no strings is undefined")
     dev, dt = _where(model)
     x = x.to(device=dev, dtype=dt)
-    T = model(x).reshape(-1, x.shape[0])
+    T = torch.as_tensor(model(x))
+    if not T.is_floating_point():
+        raise ValueError("the model returned labels, not scores: a margin needs scores T (e.g. "
+                         "sb.SklearnClassifier(est, method='decision_function') or "
+                         "'predict_proba', not 'predict')")
+    T = T.reshape(-1, x.shape[0])
     if not torch.isfinite(T).all():
         raise ValueError("model output is NaN or infinite; the margin is undefined")
     return T.abs().amin(-1).double().cpu().numpy()

@@ -25,6 +25,7 @@ import torch
 from .boolean import check_n, index_to_strings, strings
 from .model import Recognizer
 from .profile import classify, truth_table
+from .profiles import wilson_interval
 from .settings import progress as _progress
 
 __all__ = ["perturb", "Agreement", "agreement", "basin_curve", "critical_sigma", "fit_power",
@@ -51,6 +52,12 @@ def perturb(model: Recognizer, sigma: float, P: int, *, kind: str = "uniform", s
     are perturbed, the zero ones too: token and positional embeddings, attention, feed-forward
     and readout (the model has no layer-norm gain or bias, so there are none of those).
     """
+    if not isinstance(model, Recognizer):
+        raise TypeError(f"model must be a sb.Recognizer (perturb rebuilds one from its flat "
+                        f"parameters), got {type(model).__name__}: for a model of your own, add "
+                        "the noise to its parameters yourself (torch.nn.utils.parameters_to_vector"
+                        " / vector_to_parameters) and measure each copy through "
+                        "sb.TorchClassifier")
     if model.P != 1:
         raise ValueError(f"model must hold a single model (P = 1), got P={model.P}")
     if kind not in NOISE:
@@ -94,7 +101,8 @@ class Agreement:
 @torch.no_grad()
 def agreement(model, f, N: int, *, margin: float = 0.0, n_samples: int | None = None,
               seed: int = 0, chunk_size: int = 1024) -> Agreement:
-    """Compare ``model`` (a population) with the Boolean function ``f`` on {0,1}^N.
+    """Compare ``model`` (a population, or any classifier: one model) with the Boolean
+    function ``f`` on {0,1}^N.
 
     Exhaustive over all 2^N strings when ``n_samples`` is None, else on ``n_samples`` uniform
     strings (the same strings for every model). A string counts as correct only when its label
@@ -102,7 +110,13 @@ def agreement(model, f, N: int, *, margin: float = 0.0, n_samples: int | None = 
     """
     N = check_n(N)
     chunk_size = _check_pos_int(chunk_size, "chunk_size")
-    dev, dt = model.device, model.dtype
+    if not callable(model):
+        raise TypeError(f"model must be a classifier (a sb.Recognizer, an adapter such as "
+                        f"sb.TorchClassifier, or a callable on strings (B, N)), got "
+                        f"{type(model).__name__}")
+    dev = getattr(model, "device", None) or "cpu"
+    dt = getattr(model, "dtype", None)
+    dt = dt if isinstance(dt, torch.dtype) and dt.is_floating_point else torch.float32
     if n_samples is None:
         if N > 24:
             raise ValueError(f"N={N} is too large for an exhaustive comparison; pass n_samples")
@@ -113,11 +127,13 @@ def agreement(model, f, N: int, *, margin: float = 0.0, n_samples: int | None = 
         g = torch.Generator().manual_seed(int(seed))
         xs = torch.randint(0, 2, (total, N), generator=g).to(dt)
         make = lambda a, b: xs[a:b]
-    wrong_w = torch.zeros(model.P, N + 1, dtype=torch.int64)
+    wrong_w = None
     count_w = torch.zeros(N + 1, dtype=torch.int64)
     for a in range(0, total, chunk_size):
         x = make(a, min(a + chunk_size, total))
-        lab = classify(model(x.to(dev)), margin).cpu()                   # (P, B)
+        lab = classify(torch.as_tensor(model(x.to(dev))), margin).cpu().reshape(-1, len(x))
+        if wrong_w is None:                                               # (P, B), P = 1 too
+            wrong_w = torch.zeros(lab.shape[0], N + 1, dtype=torch.int64)
         want = f(x).to(torch.int8)                                        # (B,)
         bad = (lab != want).to(torch.int64)
         w = x.sum(-1).round().to(torch.int64)
@@ -304,21 +320,6 @@ def ids_to_tables(ids, N: int) -> torch.Tensor:
     N = check_n(N, maximum=5)
     ids = torch.as_tensor(ids, dtype=torch.int64).reshape(-1, 1)
     return ((ids >> torch.arange(2**N)) & 1).to(torch.int8)
-
-
-def wilson_interval(k, n, z: float = 1.96):
-    """Wilson score interval for a binomial proportion k/n (arrays allowed): (lo, hi).
-
-    Valid also for k = 0 (lo = 0, hi ~ z^2/n) where the normal interval collapses.
-    """
-    k, n = np.asarray(k, float), np.asarray(n, float)
-    if (n <= 0).any() or (k < 0).any() or (k > n).any():
-        raise ValueError("need 0 <= k <= n and n > 0")
-    p = k / n
-    den = 1 + z**2 / n
-    c = (p + z**2 / (2 * n)) / den
-    h = z * np.sqrt(p * (1 - p) / n + z**2 / (4 * n**2)) / den
-    return np.clip(c - h, 0, 1), np.clip(c + h, 0, 1)
 
 
 @dataclass

@@ -66,7 +66,7 @@ def kind(m: str) -> str:
 ALLOWED = {"settings": set(), "instrument": {"instrument", "settings"},
            "runtime": {"runtime", "settings"},
            "experiments": {"experiments", "instrument", "runtime", "settings"},
-           "cli": {"experiments", "runtime", "settings"},
+           "cli": {"experiments", "instrument", "runtime", "settings"},
            "api": {"api", "instrument", "experiments", "runtime", "settings"}}
 
 

@@ -31,6 +31,9 @@ __all__ = ["TorchClassifier", "SklearnClassifier", "measure_peak_bytes", "measur
 
 #: Modules whose output depends on train/eval mode: a model holding one in training mode would
 #: be profiled with dropout on (a different random function at every call) or batch statistics.
+#: Attention and stacked recurrent layers drop out too when built with ``dropout > 0``
+#: (:func:`mode_dependent`); a forward that calls ``F.dropout(x, p, self.training)`` is seen
+#: only by calling it twice (:meth:`TorchClassifier.__call__`, :func:`check_repeatable`).
 MODE_DEPENDENT = (nn.modules.dropout._DropoutNd, nn.modules.batchnorm._NormBase)
 
 #: Strings per memory probe, and the factors the measured peaks are multiplied by: the tensor
@@ -59,9 +62,22 @@ def user_stacklevel() -> int:
 
 def mode_dependent(model: nn.Module) -> list:
     """Names of the submodules of ``model`` in training mode whose output depends on the mode
-    (dropout, batch norm): empty when the model computes one deterministic function."""
+    (dropout, batch norm, ``nn.MultiheadAttention(dropout > 0)``, ``nn.LSTM/GRU/RNN`` with
+    ``num_layers > 1`` and ``dropout > 0``): empty when none is known to depend on it."""
     return [n or type(m).__name__ for n, m in model.named_modules()
-            if m.training and isinstance(m, MODE_DEPENDENT)]
+            if m.training and (isinstance(m, MODE_DEPENDENT)
+                               or isinstance(m, nn.MultiheadAttention) and m.dropout > 0
+                               or isinstance(m, nn.RNNBase) and m.dropout > 0 and m.num_layers > 1)]
+
+
+def same_outputs(a, b) -> bool:
+    """Two outputs of one call on the same strings are equal (NaN equals NaN)."""
+    a, b = torch.as_tensor(a), torch.as_tensor(b)
+    if a.shape != b.shape:
+        return False
+    if not a.is_floating_point():
+        return bool((a == b).all())
+    return bool(((a == b) | (a.isnan() & b.isnan())).all())
 
 
 class _PeakTensors(torch.utils._python_dispatch.TorchDispatchMode):
@@ -172,9 +188,12 @@ class TorchClassifier:
     device, dtype : optional
         Where the inputs go and their float dtype (default: the model's parameters').
     train : {"eval", "error"}
-        A model in training mode with dropout or batch norm: ``"eval"`` (default) switches it to
-        ``eval()`` with a warning, ``"error"`` refuses it. Either way it is never profiled in
-        training mode (three runs of a BERT in train mode give three different profiles).
+        A model in training mode whose output depends on it (dropout, batch norm, attention or
+        recurrent dropout, or a forward that gives two different outputs on the same strings,
+        as ``F.dropout(x, p, self.training)`` does: checked on the first call): ``"eval"``
+        (default) switches it to ``eval()`` with a warning, ``"error"`` refuses it. Either way
+        it is never profiled in training mode (three runs of a BERT in train mode give three
+        different profiles).
 
     Notes
     -----
@@ -234,7 +253,7 @@ class TorchClassifier:
             attention_mask = self.tokens is not None and "attention_mask" in params
         self.attention_mask = bool(attention_mask)
         self._check_pad()
-        self._estimates = {}
+        self._estimates, self._repeatable = {}, None
         self._check_mode(at_init=True)
 
     @staticmethod
@@ -270,14 +289,17 @@ class TorchClassifier:
                              "the wrong position; map the bits to other ids (tokens=...) or set "
                              "model.config.pad_token_id to an unused id")
 
-    def _check_mode(self, at_init=False):
-        active = mode_dependent(self.model)
+    def _check_mode(self, at_init=False, repeated=False):
+        """Switch a model in training mode whose output depends on it to ``eval()`` with a
+        warning (at init, or when two calls on the same strings differ), else refuse it."""
+        active = ["forward"] if repeated else mode_dependent(self.model)
         if not active:
             return
-        what = f"{len(active)} dropout/batch-norm module(s), e.g. {active[0]!r}"
-        if self.train == "eval" and at_init:
+        what = (f"{len(active)} dropout/batch-norm module(s), e.g. {active[0]!r}" if not repeated
+                else "two calls on the same strings gave different outputs: dropout in forward?")
+        if self.train == "eval" and (at_init or repeated):
             warnings.warn(f"the model is in training mode ({what}); switched to model.eval() so "
-                          "that it computes one deterministic function", stacklevel=3)
+                          "that it computes one deterministic function", stacklevel=user_stacklevel())
             self.model.eval()
             return
         raise ValueError(f"the model is in training mode ({what}): its profile would change from "
@@ -319,12 +341,24 @@ class TorchClassifier:
                              "output=callable to pick the score of another output")
         return out - self.threshold if self.output == "probability" else out
 
-    @torch.no_grad()
-    def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        """Scores T (B,) of the strings ``x`` (B, N): positive accepts."""
-        self._check_mode()
+    def _forward(self, x):
         args, kw = self.inputs(x)
         return self.scores(self.model(*args, **kw))
+
+    @torch.no_grad()
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        """Scores T (B,) of the strings ``x`` (B, N): positive accepts. The first call with
+        some module in training mode runs the model twice: two different outputs on the same
+        strings (dropout in its ``forward``) switch it to ``eval()`` (or refuse, ``train``)."""
+        self._check_mode()
+        out = self._forward(x)
+        state = tuple(m.training for m in self.model.modules())
+        if any(state) and state != self._repeatable:
+            if not same_outputs(out, self._forward(x)):
+                self._check_mode(repeated=True)
+                return self._forward(x)
+            self._repeatable = state
+        return out
 
     def memory_per_string(self, N: int) -> int:
         """Bytes one string of length N costs in a call, measured on a probe of
@@ -420,6 +454,26 @@ def check_mode(classifier) -> None:
             f"the classifier is a module in training mode with {len(active)} dropout/batch-norm "
             f"module(s) (e.g. {active[0]!r}): its profile would change from call to call. Call "
             "model.eval() first, or wrap it: sb.TorchClassifier(model) switches it to eval()")
+
+
+def repeat_needed(classifier) -> bool:
+    """Whether the profilers evaluate their first chunk twice (:func:`check_repeatable`): for
+    any classifier but the adapters (the torch adapter checks its model itself) and a module
+    none of whose submodules is in training mode."""
+    if isinstance(classifier, (TorchClassifier, SklearnClassifier)):
+        return False
+    return not isinstance(classifier, nn.Module) or any(m.training for m in classifier.modules())
+
+
+def check_repeatable(first: torch.Tensor, again: torch.Tensor) -> None:
+    """Refuse a classifier whose labels on the same strings differ between two calls: a module
+    in training mode with dropout in its forward, or a function wrapping one."""
+    if not same_outputs(first, again):
+        raise ValueError(
+            f"classifier gave different labels on two calls on the same {first.shape[-1]} strings "
+            f"({int((first != again).sum())} differ): it must compute one function. Call "
+            "model.eval() on the module it runs (dropout in training mode?), or pass the module "
+            "as sb.TorchClassifier(model), which does it")
 
 
 @contextlib.contextmanager

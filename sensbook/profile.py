@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .adapters import check_mode, explain_call, explain_output
+from .adapters import check_mode, check_repeatable, explain_call, explain_output, repeat_needed
 from .adapters import trim_memory, user_stacklevel
 from .boolean import (MAX_EXHAUSTIVE_N, check_int, check_n, check_real, check_seed,
                       index_to_strings)
@@ -279,7 +279,7 @@ def _check_table_fits(nbytes, device):
 
 
 @torch.no_grad()
-def _evaluate(classifier, x, margin, B, labels: _FloatLabels | None = None):
+def _evaluate(classifier, x, margin, B, labels: _FloatLabels | None = None, repeat=False):
     with explain_call(classifier, x):
         out = classifier(x)
     if not isinstance(out, torch.Tensor):
@@ -299,7 +299,10 @@ def _evaluate(classifier, x, margin, B, labels: _FloatLabels | None = None):
         )
     if labels is not None:
         labels.see(out)
-    return classify(out, margin)
+    lab = classify(out, margin)
+    if repeat and repeat_needed(classifier):       # evaluated twice: refused when labels differ
+        check_repeatable(lab, _evaluate(classifier, x, margin, B))
+    return lab
 
 
 @torch.no_grad()
@@ -322,7 +325,7 @@ def truth_table(classifier, N: int, *, margin: float | str = 0.0, device=None, d
     for a in _progress(starts, desc=f"truth table N={N}", disable=not progress):
         idx = torch.arange(a, min(a + step, 2**N), device=device)
         lab = _evaluate(classifier, index_to_strings(idx, N, dtype=dtype), margin, len(idx),
-                        labels)
+                        labels, repeat=a == 0)
         if table is None:                   # one allocation: no list of parts, no copy at the end
             _check_table_fits(lab[..., :1].numel() * 2**N, device)
             table = torch.empty((*lab.shape[:-1], 2**N), dtype=torch.int8, device=lab.device)
@@ -557,7 +560,7 @@ def sampled_profile(classifier, N: int, n_samples: int, *, margin: float | str =
             xs = x[item]
             flip = jj > 0
             xs[flip, jj[flip] - 1] ^= True
-            lab = _evaluate(classifier, xs.to(dtype), margin, len(r), labels)
+            lab = _evaluate(classifier, xs.to(dtype), margin, len(r), labels, repeat=a + r0 == 0)
             del xs
             if labs is None:
                 labs = torch.empty((*lab.shape[:-1], total), dtype=torch.int8, device=lab.device)

@@ -149,6 +149,47 @@ def measure_resident_bytes(fn: Callable, *args, device=None) -> int:
         return 0
 
 
+def probe_bytes(fn: Callable, N: int, *, dtype=torch.float32, device=None, limit=None,
+                count: bool = True) -> int:
+    """Bytes one string of length N costs in a call ``fn(x)``, measured on one string first and
+    then on ``PROBE_STRINGS`` strings (fewer when that many would not fit ``limit`` bytes, so a
+    model too large for the budget is refused from one string): the larger of the peak of the
+    tensors the call allocates (:func:`measure_peak_bytes`, times ``PROBE_FACTOR``; with
+    ``count``) and the memory it adds at its peak (:func:`measure_resident_bytes`, times
+    ``RESIDENT_FACTOR``)."""
+    def per_string(k):
+        x = torch.zeros(k, N, dtype=dtype, device=device)
+        x[::2] = 1
+        counted = PROBE_FACTOR * measure_peak_bytes(fn, x)       # also the warm-up call
+        resident = RESIDENT_FACTOR * measure_resident_bytes(fn, x, device=device)
+        return int(max(counted if count else 0, resident) / k) + 1
+
+    one = per_string(1)
+    k = PROBE_STRINGS if limit is None else min(PROBE_STRINGS, int(limit // one))
+    return one if k <= 1 else per_string(k)
+
+
+_MEASURED: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def callable_bytes(classifier, N: int, dtype=torch.float32, device=None, limit=None) -> int:
+    """What one string costs in a call of a classifier without ``memory_per_string`` (a plain
+    function, a module), measured by :func:`probe_bytes` once per classifier and N; 0 when the
+    probe call fails (the profiler's own call then says why)."""
+    try:
+        cache = _MEASURED.setdefault(classifier, {})
+    except TypeError:                                   # not weakly referable: not cached
+        cache = {}
+    k = (N, dtype, str(device))
+    if k not in cache:
+        try:
+            with torch.no_grad():
+                cache[k] = probe_bytes(classifier, N, dtype=dtype, device=device, limit=limit)
+        except Exception:                               # noqa: BLE001 - reported by the real call
+            return 0
+    return cache[k]
+
+
 def measure_peak_bytes(fn: Callable, *args) -> int:
     """The peak bytes of the tensors ``fn(*args)`` allocates while they are alive (counted per
     operation through a dispatch mode, on any device; parameters and inputs not counted)."""
@@ -360,19 +401,15 @@ class TorchClassifier:
             self._repeatable = state
         return out
 
-    def memory_per_string(self, N: int) -> int:
-        """Bytes one string of length N costs in a call, measured on a probe of
-        ``PROBE_STRINGS`` strings: the larger of the peak of the tensors the forward pass
-        allocates (:func:`measure_peak_bytes`, times ``PROBE_FACTOR``) and the memory the call
-        adds at its peak (``measure_resident_bytes``, times ``RESIDENT_FACTOR``: fused
-        kernels such as PyTorch's encoder fast path allocate buffers no tensor count sees);
-        cached per N. The profilers size their chunks by it."""
+    def memory_per_string(self, N: int, limit: int | None = None) -> int:
+        """Bytes one string of length N costs in a call, measured (:func:`probe_bytes`: on one
+        string, then on ``PROBE_STRINGS``, or fewer when they would not fit ``limit`` bytes):
+        the larger of the peak of the tensors the forward pass allocates (times
+        ``PROBE_FACTOR``) and the memory the call adds at its peak (times ``RESIDENT_FACTOR``:
+        fused kernels such as PyTorch's encoder fast path allocate buffers no tensor count
+        sees); cached per N. The profilers size their chunks by it."""
         if N not in self._estimates:
-            x = torch.zeros(PROBE_STRINGS, N)
-            x[::2] = 1
-            counted = PROBE_FACTOR * measure_peak_bytes(self, x)
-            resident = RESIDENT_FACTOR * measure_resident_bytes(self, x, device=self.device)
-            self._estimates[N] = int(max(counted, resident) / PROBE_STRINGS) + 1
+            self._estimates[N] = probe_bytes(self, N, device=self.device, limit=limit)
         return self._estimates[N]
 
     def __repr__(self):
@@ -422,7 +459,7 @@ class SklearnClassifier:
             raise ValueError(f"threshold must be a probability in (0, 1), got {threshold!r}")
         self.estimator, self.method, self.positive, self.threshold = (
             estimator, method, positive, float(threshold))
-        self.column = list(classes).index(positive)
+        self.column, self._estimates = list(classes).index(positive), {}
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         """Scores (B,) (float64; positive accepts) or labels (bool) of the strings ``x``."""
@@ -434,12 +471,21 @@ class SklearnClassifier:
             return torch.as_tensor(np.asarray(out, dtype=np.float64)[:, self.column] - self.threshold)
         return torch.as_tensor(np.asarray(out, dtype=np.float64))
 
-    def memory_per_string(self, N: int) -> int:
-        """Bytes one string of length N costs: its float64 features and a few of its copies."""
-        return 4 * 8 * (N + 1)
+    def memory_per_string(self, N: int, limit: int | None = None) -> int:
+        """Bytes one string of length N costs in a call, measured as the memory the call adds at
+        its peak (:func:`probe_bytes`, times ``RESIDENT_FACTOR``; an ``MLPClassifier`` of width
+        4,096 needs 32 KiB a string), and at least its float64 features and a few copies of
+        them, 32 (N + 1) bytes; cached per N. The profilers size their chunks by it."""
+        if N not in self._estimates:
+            self._estimates[N] = max(4 * 8 * (N + 1), probe_bytes(self, N, limit=limit, count=False))
+        return self._estimates[N]
 
     def __repr__(self):
         return f"SklearnClassifier({type(self.estimator).__name__}, method={self.method!r})"
+
+
+#: The adapters: their ``memory_per_string`` takes a ``limit`` (bytes) that bounds the probe.
+ADAPTERS = (TorchClassifier, SklearnClassifier)
 
 
 # ---- the profiler's boundary: errors that name the fix ---------------------------------------
@@ -460,7 +506,7 @@ def repeat_needed(classifier) -> bool:
     """Whether the profilers evaluate their first chunk twice (:func:`check_repeatable`): for
     any classifier but the adapters (the torch adapter checks its model itself) and a module
     none of whose submodules is in training mode."""
-    if isinstance(classifier, (TorchClassifier, SklearnClassifier)):
+    if isinstance(classifier, ADAPTERS):
         return False
     return not isinstance(classifier, nn.Module) or any(m.training for m in classifier.modules())
 

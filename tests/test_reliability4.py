@@ -82,3 +82,91 @@ def test_38_1_a_deterministic_module_in_training_mode_is_profiled_as_it_is():
         warnings.simplefilter("error")                           # no warning, no eval() needed
         p = sb.sensitivity_profile(clf, 8, progress=False)
     assert clf.model.training and int(p.K.sum()) == 256
+
+
+# ---- 38.4: a profile of non-finite or incomplete strings says so ------------------------------
+def test_38_4_nan_or_incomplete_profiles_warn_with_the_counts():
+    nan = lambda x: torch.full(x.shape[:1], float("nan"))
+    half = lambda x: torch.where(x[:, 0] > 0, float("inf"), x.sum(-1) - 2.5)   # none complete
+    for clf, counts in ((nan, r"non-finite: \[64\], incomplete: \[0\]"),
+                        (half, r"non-finite: \[32\], incomplete: \[32\]")):
+        with pytest.warns(UserWarning, match=r"most of the 64 strings are undecided, non-finite "
+                                             r"or incomplete,.*" + counts) as w:
+            assert int(sb.zero_sensitivity_count(clf, 6, progress=False)) == 0
+        assert w[0].filename == __file__
+        with pytest.warns(UserWarning, match="non-finite or incomplete"):
+            p = sb.sensitivity_profile(clf, 6, n_samples=50, progress=False)
+        assert int(p.counts.sum()) == 0
+
+
+# ---- 38.5, 38.2, 37.8: the memory budget holds for every classifier --------------------------
+def test_38_5_one_string_is_probed_first_and_refused_from_it():
+    seen = []
+
+    class Quadratic(nn.Module):                  # N^2 floats a string: 64 MiB at N = 4096
+        def forward(self, x):
+            seen.append(x.shape[0])
+            return (x.unsqueeze(-1) * x.unsqueeze(-2)).sum((-1, -2)) - 1.5
+
+    clf = sb.TorchClassifier(Quadratic().eval())
+    with pytest.raises(ValueError, match=r"memory_mb=16 is too small: one string of length N=4096"):
+        sb.sensitivity_profile(clf, 4096, n_samples=4, memory_mb=16, progress=False)
+    assert max(seen) == 1
+    seen.clear()                                  # fits one string, not the full probe of 8
+    assert 1 < clf.memory_per_string(1024, limit=8 * 2**20) / (1024**2 * 4) < 4
+    assert max(seen) < sb.adapters.PROBE_STRINGS
+
+
+MEASURE = r"""
+import json, sys, warnings, torch, sensbook as sb
+from sensbook.adapters import trim_memory
+warnings.simplefilter("ignore")
+torch.set_num_threads(1)
+a = json.loads(sys.argv[1])
+def kib(k):
+    for line in open("/proc/self/status"):
+        if line.startswith(k):
+            return int(line.split()[1])
+if a["kind"] == "mlp":
+    import numpy as np
+    from sklearn.neural_network import MLPClassifier
+    X = np.random.RandomState(0).randint(0, 2, (64, a["N"])).astype(float)
+    est = MLPClassifier(hidden_layer_sizes=(4096,), max_iter=3).fit(X, X[:, 0] > 0)
+    clf = sb.SklearnClassifier(est)
+else:
+    import transformers
+    torch.manual_seed(0)
+    cfg = transformers.BertConfig(vocab_size=8, hidden_size=32, num_hidden_layers=2,
+                                  num_attention_heads=2, intermediate_size=64,
+                                  max_position_embeddings=600, attn_implementation="eager")
+    bert = transformers.BertForSequenceClassification(cfg).eval()
+    def clf(x):                                  # a plain function: no memory_per_string
+        ids = torch.cat([torch.full((len(x), 1), 2), x.long() + 3], 1)
+        out = bert(ids).logits
+        return out[:, 1] - out[:, 0]
+kw = dict(memory_mb=a["mb"], progress=False, n_samples=a.get("n"))
+sb.sensitivity_profile(clf, a["N"], n_samples=1, memory_mb=a["mb"], progress=False)  # warm-up
+trim_memory()
+open("/proc/self/clear_refs", "w").write("5")
+base = kib("VmRSS")
+p = sb.sensitivity_profile(clf, a["N"], **kw)
+print(json.dumps({"peak_mib": (kib("VmHWM") - base) / 1024, "counted": int(p.counts.sum())}))
+"""
+
+
+@pytest.mark.skipif(not pathlib.Path("/proc/self/clear_refs").exists(),
+                    reason="needs Linux /proc to reset and read the peak RSS")
+@pytest.mark.parametrize("case", [
+    dict(kind="mlp", N=14, mb=32),                     # 38.2: 32 KiB a string, not 32 (N + 1) B
+    dict(kind="bert", N=128, n=2, mb=16),              # 37.8: a plain function around BERT
+], ids=lambda c: c["kind"])
+def test_38_2_37_8_the_budget_holds_for_estimators_and_plain_functions(case):
+    pytest.importorskip("sklearn" if case["kind"] == "mlp" else "transformers")
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1",
+           "MALLOC_MMAP_THRESHOLD_": "131072"}           # as tests/test_memory.py
+    out = subprocess.run([sys.executable, "-c", MEASURE, json.dumps(case)], capture_output=True,
+                         text=True, cwd=ROOT, env=env)
+    assert out.returncode == 0, out.stderr
+    got = json.loads(out.stdout.splitlines()[-1])
+    assert got["counted"] > 0
+    assert got["peak_mib"] <= case["mb"], got

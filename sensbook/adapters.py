@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+from numbers import Real
 import warnings
 import weakref
 from typing import Callable, Sequence
@@ -44,6 +45,31 @@ PROBE_STRINGS, PROBE_FACTOR, RESIDENT_FACTOR = 8, 3, 2
 #: which position is read (decoder classifiers such as GPT-2 read the last non-pad token).
 ENCODERS = {"bert", "roberta", "distilbert", "albert", "electra", "deberta", "deberta-v2",
             "xlm-roberta", "camembert", "mpnet", "modernbert"}
+
+
+def check_threshold(threshold) -> float:
+    """A probability threshold: a real number (Python or numpy) strictly between 0 and 1."""
+    if isinstance(threshold, (bool, np.bool_)) or not isinstance(threshold, Real) \
+            or not 0 < float(threshold) < 1:
+        raise ValueError(f"threshold must be a probability in (0, 1), got {threshold!r}")
+    return float(threshold)
+
+
+def check_probabilities(out: torch.Tensor) -> None:
+    """``output="probability"``: refuse values outside [0, 1] (logits?) and two-class rows that
+    do not sum to 1 (up to the dtype's rounding)."""
+    finite = out[torch.isfinite(out)]
+    if finite.numel() and (float(finite.min()) < 0 or float(finite.max()) > 1):
+        raise ValueError(f"output='probability' needs probabilities in [0, 1]; the model returned "
+                         f"values in [{float(finite.min()):.4g}, {float(finite.max()):.4g}]: for "
+                         "logits use output='logits' (the default)")
+    if out.dim() == 2 and out.shape[1] == 2 and out.is_floating_point():
+        sums = out.double().sum(1)
+        off = (sums - 1).abs().nan_to_num(0)                          # NaN rows: non-finite
+        if float(off.max()) > max(1e-5, 16 * torch.finfo(out.dtype).eps):
+            raise ValueError(f"output='probability' with two columns needs rows summing to 1 "
+                             f"(softmax); a row sums to {float(sums[off.argmax()]):.4g}: for "
+                             "logits use output='logits' (the default)")
 
 
 def user_stacklevel() -> int:
@@ -260,9 +286,7 @@ class TorchClassifier:
             raise ValueError(f"output must be 'logits', 'probability' or a callable, got {output!r}")
         if positive not in (0, 1) or isinstance(positive, bool):
             raise ValueError(f"positive must be 0 or 1 (the class that accepts), got {positive!r}")
-        if not (isinstance(threshold, (int, float)) and not isinstance(threshold, bool)
-                and 0 < threshold < 1):
-            raise ValueError(f"threshold must be a probability in (0, 1), got {threshold!r}")
+        threshold = check_threshold(threshold)
         self.model, self.output, self.positive, self.threshold = model, output, positive, threshold
         self.train = train
         p = next(iter(model.parameters()), None)
@@ -297,10 +321,14 @@ class TorchClassifier:
         self._estimates, self._repeatable = {}, None
         self._check_mode(at_init=True)
 
-    @staticmethod
-    def _id(t, argument):
-        if isinstance(t, bool) or not isinstance(t, (int, np.integer)) or t < 0:
-            raise ValueError(f"each of {argument} must be a token id (an integer >= 0), got {t!r}")
+    def _id(self, t, argument):
+        """A token id: an integer in [0, config.vocab_size) (below 2^63 without a config)."""
+        vocab = getattr(getattr(self.model, "config", None), "vocab_size", None)
+        top = vocab if isinstance(vocab, int) and vocab > 0 else 2**63
+        if isinstance(t, bool) or not isinstance(t, (int, np.integer)) or not 0 <= t < top:
+            allowed = f"< config.vocab_size = {vocab}" if top == vocab else "< 2^63"
+            raise ValueError(f"each of {argument} must be a token id, an integer >= 0 and "
+                             f"{allowed}, got {t!r}")
         return int(t)
 
     def _used_ids(self) -> set:
@@ -370,6 +398,8 @@ class TorchClassifier:
             raise TypeError(f"the model returned {type(out).__name__}, not a tensor, a ModelOutput "
                             "with .logits or a tuple of tensors: pass output=callable mapping it "
                             "to scores (B,)")
+        if self.output == "probability":
+            check_probabilities(out)
         if out.dim() == 2 and out.shape[1] == 1:
             out = out[:, 0]
         if out.dim() == 2 and out.shape[1] == 2:
@@ -439,8 +469,12 @@ class SklearnClassifier:
     def __init__(self, estimator, *, method: str = "auto", positive=None, threshold: float = 0.5):
         classes = getattr(estimator, "classes_", None)
         if classes is None:
-            raise ValueError(f"{type(estimator).__name__} is not fitted (it has no classes_): "
-                             "call .fit(X, y) first")
+            fitted = any(k.endswith("_") and not k.startswith("_") for k in getattr(estimator, "__dict__", {}))
+            raise ValueError(f"estimator must be a fitted classifier (with classes_); "
+                             f"{type(estimator).__name__} " + (
+                                 "is fitted but has no classes_: a regressor? fit a classifier "
+                                 "(e.g. LogisticRegression)" if fitted else
+                                 "is not fitted: call .fit(X, y) first"))
         if len(classes) != 2:
             raise ValueError(f"a Boolean classifier has two classes; {type(estimator).__name__} "
                              f"has {len(classes)}: {list(classes)[:5]}")
@@ -455,10 +489,8 @@ class SklearnClassifier:
         if method == "decision_function" and positive != classes[1]:
             raise ValueError("decision_function scores favour classes_[1]; with another positive "
                              "class use method='predict_proba'")
-        if not (isinstance(threshold, (int, float)) and 0 < threshold < 1):
-            raise ValueError(f"threshold must be a probability in (0, 1), got {threshold!r}")
         self.estimator, self.method, self.positive, self.threshold = (
-            estimator, method, positive, float(threshold))
+            estimator, method, positive, check_threshold(threshold))
         self.column, self._estimates = list(classes).index(positive), {}
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:

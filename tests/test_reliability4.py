@@ -8,6 +8,7 @@ import subprocess
 import sys
 import warnings
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
@@ -170,3 +171,76 @@ def test_38_2_37_8_the_budget_holds_for_estimators_and_plain_functions(case):
     got = json.loads(out.stdout.splitlines()[-1])
     assert got["counted"] > 0
     assert got["peak_mib"] <= case["mb"], got
+
+
+# ---- 37.4: probabilities asked of logits ------------------------------------------------------
+def test_37_4_probability_output_refuses_logits_and_rows_not_summing_to_one():
+    torch.manual_seed(0)
+    logits = nn.Sequential(nn.Linear(6, 8), nn.Tanh(), nn.Linear(8, 2)).eval()
+    x = sb.strings(6)
+    with pytest.raises(ValueError, match=r"output='probability' needs probabilities in \[0, 1\]"):
+        sb.TorchClassifier(logits, output="probability")(x)
+    sig = nn.Sequential(logits, nn.Sigmoid())                   # in [0, 1], rows not summing to 1
+    with pytest.raises(ValueError, match=r"rows summing to 1 .* output='logits'"):
+        sb.sensitivity_profile(sb.TorchClassifier(sig, output="probability"), 6, progress=False)
+    soft = sb.TorchClassifier(nn.Sequential(logits, nn.Softmax(-1)), output="probability")
+    one = sb.TorchClassifier(nn.Sequential(nn.Linear(6, 1), nn.Sigmoid()).eval(),
+                             output="probability", threshold=np.float32(0.3))        # 38.8
+    assert sb.sensitivity_profile(soft, 6, progress=False).K.tolist() == \
+        sb.sensitivity_profile(sb.TorchClassifier(logits), 6, progress=False).K.tolist()
+    assert one.threshold == pytest.approx(0.3) and int(sb.sensitivity_profile(
+        one, 6, progress=False).K.sum()) == 64
+
+
+# ---- 38.8: errors that name the argument and what is allowed ---------------------------------
+def test_38_8_unclear_errors_name_the_argument():
+    transformers = pytest.importorskip("transformers")
+    from sklearn.linear_model import LinearRegression
+    cfg = transformers.BertConfig(vocab_size=8, hidden_size=16, num_hidden_layers=1,
+                                  num_attention_heads=2, intermediate_size=16)
+    bert = transformers.BertForSequenceClassification(cfg).eval()
+    with pytest.raises(ValueError, match=r"each of tokens must be a token id, .* < config\."
+                                         r"vocab_size = 8, got 9"):
+        sb.TorchClassifier(bert, tokens=(3, 9))
+    with pytest.raises(ValueError, match=r"each of prefix must be .* got 8"):
+        sb.TorchClassifier(bert, tokens=(3, 4), prefix=[8])
+    with pytest.raises(ValueError, match=r"each of tokens must be a token id, .* < 2\^63"):
+        sb.TorchClassifier(nn.Embedding(4, 1), tokens=(3, 2**63))
+    X = sb.strings(4).double().numpy()
+    with pytest.raises(ValueError, match=r"estimator must be a fitted classifier .* a regressor"):
+        sb.SklearnClassifier(LinearRegression().fit(X, X[:, 0]))
+    with pytest.raises(ValueError, match=r"estimator must be a fitted classifier .* not fitted"):
+        sb.SklearnClassifier(LinearRegression())
+    m = sb.Recognizer.random(D=4, L=1, seed=0)
+    with pytest.raises(ValueError, match=r"bits must be a 1-d collection of integer positions"):
+        sb.flip_hinge(m, torch.zeros(2, 6), bits=5)
+    meta = nn.Linear(4, 1).to("meta")
+    for call in (lambda: sb.min_margin(meta, torch.zeros(3, 4)),
+                 lambda: sb.top_hessian_eigenvalue(meta, sb.PARITY, torch.zeros(3, 4)),
+                 lambda: sb.accuracy(m.to("meta"), sb.PARITY, 4)):
+        with pytest.raises(ValueError, match=r"^model's device='meta': .* allowed here: cpu"):
+            call()
+
+
+# ---- 38.9: long strings show a bar ------------------------------------------------------------
+def test_38_9_score_gap_blowup_and_flip_hinge_show_a_bar_on_long_strings(monkeypatch):
+    bars, real = [], sb.settings.progress
+
+    def spy(iterable=None, **kw):
+        bars.append(kw.get("desc"))
+        return real(iterable, **kw)
+    import sensbook.constructions as cons
+    import sensbook.hinge as hinge
+    import sensbook.model as model
+    for mod in (cons, hinge, model):
+        monkeypatch.setattr(mod, "progress", spy)
+        monkeypatch.setattr(mod, "LONG_N", 64, raising=False)
+    m = sb.first_hard_transformer(eps=0.1)
+    x = sb.random_strings(64, 3, seed=0).to(m.dtype)
+    long = sb.blowup(m, x)
+    short = m.trace(x)[1].beta                                   # all at once: the same values
+    assert torch.allclose(long, short, rtol=1e-12)
+    gap = cons.score_gap(m, 64)
+    assert gap.shape == (1, 1) and float(gap) > 0
+    sb.flip_hinge(m, x[:1], bits=[0, 5])
+    assert bars == ["blowup N=64", "score gap N=64", "flip_hinge N=64"]

@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import json
+import math
 import os
 import pathlib
 import shutil
@@ -226,6 +227,15 @@ def _nan(token):
     raise ValueError(f"is not standard JSON (it holds {token})")
 
 
+def _finite(text):
+    """A JSON number as a float, refused beyond a float's range (``1e999`` would read as inf
+    and fail only when the record is stored again)."""
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"is not standard JSON (it holds {text[:40]}, beyond a float's range)")
+    return value
+
+
 def json_depth(value) -> int:
     """How deeply lists and objects nest in ``value`` (a scalar: 0), without recursion."""
     deepest, stack = 0, [(value, 1)]
@@ -243,7 +253,7 @@ def parse_record(data: bytes):
     ``MAX_RECORD_DEPTH`` levels deep); ValueError (with what is wrong) otherwise."""
     limit = f"is nested deeper than the limit of {MAX_RECORD_DEPTH} levels"
     try:
-        rec = json.loads(data.decode("utf-8"), parse_constant=_nan)
+        rec = json.loads(data.decode("utf-8"), parse_constant=_nan, parse_float=_finite)
     except RecursionError:
         raise ValueError(f"{limit} (too deep to parse)") from None
     except (UnicodeDecodeError, ValueError) as e:

@@ -244,3 +244,69 @@ def test_38_9_score_gap_blowup_and_flip_hinge_show_a_bar_on_long_strings(monkeyp
     assert gap.shape == (1, 1) and float(gap) > 0
     sb.flip_hinge(m, x[:1], bits=[0, 5])
     assert bars == ["blowup N=64", "score gap N=64", "flip_hinge N=64"]
+
+
+# ---- 38.6: one rule for a relative --out and a relative SENSBOOK_RESULTS ----------------------
+def test_38_6_a_relative_out_is_the_store_a_relative_results_variable_names(tmp_path, monkeypatch):
+    import sensbook.cli as cli
+    (tmp_path / "_toc.yml").write_text("root: intro\n")
+    (tmp_path / "book").mkdir()
+    monkeypatch.chdir(tmp_path / "book")                   # where the chapters' kernels run
+    monkeypatch.setenv("SENSBOOK_RESULTS", "paper-results")
+    seen = {}
+    monkeypatch.setattr(cli, "_sweep", lambda args, exps, scale, out, *a: seen.update(out=out) or 0)
+    for command in (["sweep", "ch1", "--out", "paper-results"], ["sweep", "ch1"]):
+        assert cli.main(command) == 0
+        assert pathlib.Path(seen["out"]).resolve() == sb.results_dir().resolve() \
+            == (tmp_path / "paper-results").resolve()
+    monkeypatch.chdir(tmp_path)
+    assert sb.results_dir("x") == tmp_path / "x" and sb.results_dir(tmp_path / "y") == tmp_path / "y"
+
+
+# ---- 38.7: the publish step's index: one line, written whole ---------------------------------
+def index_command(folder):
+    return subprocess.run([sys.executable, "-m", "sensbook.runtime", "index", str(folder)],
+                          capture_output=True, text=True, cwd=ROOT,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+
+
+def test_38_7_the_index_command_says_what_is_wrong_in_one_line(tmp_path):
+    (tmp_path / "file").write_text("x")
+    for folder, why in ((tmp_path / "missing", "is missing"), (tmp_path / "file", "is a file")):
+        done = index_command(folder)
+        assert done.returncode == 1 and "Traceback" not in done.stderr
+        assert done.stderr.count("\n") == 1 and why in done.stderr and "DIR=" in done.stderr
+
+
+def test_38_7_a_store_that_cannot_be_written_is_one_line(tmp_path, monkeypatch, capsys):
+    import errno
+    import tempfile
+
+    from sensbook.runtime.__main__ import main
+
+    def read_only(*a, **k):                  # what a read-only store answers (even to root)
+        raise PermissionError(errno.EACCES, "Permission denied")
+    monkeypatch.setattr(tempfile, "mkstemp", read_only)
+    assert main(["index", str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "cannot write index.json (Permission denied)" in err
+    assert not (tmp_path / "index.json").exists()
+
+
+def test_38_7_a_full_disk_keeps_the_old_index_whole(tmp_path, monkeypatch):
+    import errno
+
+    from sensbook.runtime import published
+    (tmp_path / "ch1.x").mkdir()
+    (tmp_path / "ch1.x" / ("a" * 20 + ".json")).write_text("{}")
+    old = published.write_index(tmp_path).read_bytes()
+    (tmp_path / "ch1.x" / ("b" * 20 + ".json")).write_text("{}")
+
+    def full(fd):
+        raise OSError(errno.ENOSPC, "No space left on device")
+    monkeypatch.setattr(os, "fsync", full)
+    with pytest.raises(ValueError, match=r"cannot write index.json \(No space left on device\)"):
+        published.write_index(tmp_path)
+    assert (tmp_path / "index.json").read_bytes() == old
+    assert json.loads(old)["experiments"] == {"ch1.x": ["a" * 20]}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ch1.x", "index.json"]   # no debris

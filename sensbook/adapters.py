@@ -536,9 +536,12 @@ def check_mode(classifier) -> None:
 
 def repeat_needed(classifier) -> bool:
     """Whether the profilers evaluate their first chunk twice (:func:`check_repeatable`): for
-    any classifier but the adapters (the torch adapter checks its model itself) and a module
-    none of whose submodules is in training mode."""
-    if isinstance(classifier, ADAPTERS):
+    any classifier but the adapters (the torch adapter checks its model itself), the book's
+    own models (:class:`sensbook.model.ScoreModule`: no dropout, one function in either mode)
+    and a module none of whose submodules is in training mode."""
+    from .model import ScoreModule
+
+    if isinstance(classifier, ADAPTERS + (ScoreModule,)):
         return False
     return not isinstance(classifier, nn.Module) or any(m.training for m in classifier.modules())
 

@@ -495,17 +495,17 @@ def profile_from_table(table: torch.Tensor, *, chunk: int = 1 << 16,
 
 
 def _warn_if_mostly_undecided(p: Profile) -> Profile:
-    """Say so when most strings of some model are undecided, non-finite or incomplete: its
-    profile counts only the few complete strings (a float 0/1 output read as scores, a margin
-    too wide, or a model whose outputs are NaN or inf, look like this)."""
-    bad = (p.undecided + p.nonfinite + p.incomplete) * 2 > p.n_strings
+    """Say so when most strings of some model are undecided or non-finite, or none is complete:
+    its profile counts only the few complete strings (a float 0/1 output read as scores, a
+    margin too wide, or a model whose outputs are NaN or inf, look like this)."""
+    bad = (p.undecided * 2 > p.n_strings) | (p.nonfinite * 2 > p.n_strings) | (p.counts.sum(-1) == 0)
     if bool(bad.any()):
         n, tot = int(bad.sum()), bad.numel()
         f = lambda t: f"{t.flatten()[:5].tolist()}{' ...' if tot > 5 else ''}"
         warnings.warn(
             f"{'the classifier' if tot == 1 else f'{n} of {tot} models'}: most of the "
             f"{p.n_strings} strings are undecided, non-finite or incomplete, so the profile counts "
-            f"only the few complete ones (undecided: {f(p.undecided)}, non-finite: "
+            f"only the few (or no) complete ones (undecided: {f(p.undecided)}, non-finite: "
             f"{f(p.nonfinite)}, incomplete: {f(p.incomplete)}). Check the margin, return bool "
             "labels if the output is 0/1, or why the outputs are NaN or inf.",
             stacklevel=user_stacklevel())
@@ -597,8 +597,8 @@ def sensitivity_profile(classifier, N: int, *, margin: float | str = 0.0,
     measured (at least 64 (N + 1) bytes a string). The budget bounds what is allocated at once;
     glibc's ``malloc``, which raises its mmap threshold as large blocks are freed, can keep more
     resident than that (a fragmented heap): set ``MALLOC_MMAP_THRESHOLD_=131072`` for a resident
-    peak that follows the budget. A profile in which most strings are undecided, non-finite or
-    incomplete comes with a warning.
+    peak that follows the budget. A profile in which most strings are undecided or non-finite,
+    or none is complete, comes with a warning.
     """
     if n_samples is None:
         N = check_n(N)

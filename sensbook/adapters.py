@@ -267,7 +267,9 @@ class TorchClassifier:
     Calls run under ``torch.no_grad()``. The scores keep the model's output dtype, so
     ``margin="auto"`` sees a half-precision output for what it is (and refuses it:
     :func:`sensbook.rounding_margin`). :meth:`memory_per_string` measures the memory of one
-    string on a probe of ``PROBE_STRINGS`` strings, so ``memory_mb`` budgets hold.
+    string on a probe of one string, then ``PROBE_STRINGS``, so ``memory_mb`` budgets hold.
+    ``output="probability"`` refuses values outside [0, 1] and two-class rows that do not sum
+    to 1 (logits read as probabilities).
     A Hugging Face decoder classifier (GPT-2) reads the last token that is not
     ``config.pad_token_id``: when that is unset, it is set to an id the strings never use.
     """

@@ -113,9 +113,9 @@ def test_38_5_one_string_is_probed_first_and_refused_from_it():
     with pytest.raises(ValueError, match=r"memory_mb=16 is too small: one string of length N=4096"):
         sb.sensitivity_profile(clf, 4096, n_samples=4, memory_mb=16, progress=False)
     assert max(seen) == 1
-    seen.clear()                                  # fits one string, not the full probe of 8
-    assert 1 < clf.memory_per_string(1024, limit=8 * 2**20) / (1024**2 * 4) < 4
-    assert max(seen) < sb.adapters.PROBE_STRINGS
+    seen.clear()                   # 12 MiB a string: a budget of 40 fits 3, not the probe of 8
+    assert 1 < clf.memory_per_string(1024, limit=40 * 2**20) / (1024**2 * 4) < 4
+    assert max(seen) == 3 < sb.adapters.PROBE_STRINGS
 
 
 MEASURE = r"""

@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import contextlib
 import inspect
-from numbers import Real
 import warnings
 import weakref
+from numbers import Real
 from typing import Callable, Sequence
 
 import numpy as np
@@ -40,6 +40,11 @@ MODE_DEPENDENT = (nn.modules.dropout._DropoutNd, nn.modules.batchnorm._NormBase)
 #: Strings per memory probe, and the factors the measured peaks are multiplied by: the tensor
 #: count misses the allocator's rounding and fragmentation, the resident size its noise.
 PROBE_STRINGS, PROBE_FACTOR, RESIDENT_FACTOR = 8, 3, 2
+
+#: Strings of the larger probe of a scikit-learn estimator: its memory is seen only as the rise
+#: of the resident set, which a few strings' arrays (reused heap) hide: 8 strings read 11-41 KiB
+#: a string for an MLPClassifier of width 4,096, 256 strings its 32 KiB.
+SKLEARN_PROBE_STRINGS = 256
 
 #: Hugging Face model types that pool a first ([CLS]) token, so ``pad_token_id`` never decides
 #: which position is read (decoder classifiers such as GPT-2 read the last non-pad token).
@@ -176,9 +181,9 @@ def measure_resident_bytes(fn: Callable, *args, device=None) -> int:
 
 
 def probe_bytes(fn: Callable, N: int, *, dtype=torch.float32, device=None, limit=None,
-                count: bool = True) -> int:
+                count: bool = True, strings: int = PROBE_STRINGS) -> int:
     """Bytes one string of length N costs in a call ``fn(x)``, measured on one string first and
-    then on ``PROBE_STRINGS`` strings (fewer when that many would not fit ``limit`` bytes, so a
+    then on ``strings`` strings (fewer when that many would not fit ``limit`` bytes, so a
     model too large for the budget is refused from one string): the larger of the peak of the
     tensors the call allocates (:func:`measure_peak_bytes`, times ``PROBE_FACTOR``; with
     ``count``) and the memory it adds at its peak (:func:`measure_resident_bytes`, times
@@ -191,7 +196,7 @@ def probe_bytes(fn: Callable, N: int, *, dtype=torch.float32, device=None, limit
         return int(max(counted if count else 0, resident) / k) + 1
 
     one = per_string(1)
-    k = PROBE_STRINGS if limit is None else min(PROBE_STRINGS, int(limit // one))
+    k = strings if limit is None else min(strings, int(limit // one))
     return one if k <= 1 else per_string(k)
 
 
@@ -507,11 +512,13 @@ class SklearnClassifier:
 
     def memory_per_string(self, N: int, limit: int | None = None) -> int:
         """Bytes one string of length N costs in a call, measured as the memory the call adds at
-        its peak (:func:`probe_bytes`, times ``RESIDENT_FACTOR``; an ``MLPClassifier`` of width
+        its peak (:func:`probe_bytes` on ``SKLEARN_PROBE_STRINGS`` strings, or fewer when they
+        would not fit ``limit``, times ``RESIDENT_FACTOR``; an ``MLPClassifier`` of width
         4,096 needs 32 KiB a string), and at least its float64 features and a few copies of
         them, 32 (N + 1) bytes; cached per N. The profilers size their chunks by it."""
         if N not in self._estimates:
-            self._estimates[N] = max(4 * 8 * (N + 1), probe_bytes(self, N, limit=limit, count=False))
+            self._estimates[N] = max(4 * 8 * (N + 1), probe_bytes(
+                self, N, limit=limit, count=False, strings=SKLEARN_PROBE_STRINGS))
         return self._estimates[N]
 
     def __repr__(self):

@@ -18,13 +18,16 @@ from __future__ import annotations
 import contextlib
 import inspect
 import warnings
-import weakref
+from numbers import Real
 from typing import Any, Callable, Sequence
 
 import numpy as np
 import torch
 from torch import nn
 
+from .memory import (PROBE_FACTOR, PROBE_STRINGS, RESIDENT_FACTOR, SKLEARN_PROBE_STRINGS,
+                     callable_bytes, measure_peak_bytes, measure_resident_bytes, probe_bytes,
+                     trim_memory)
 from .settings import check_device
 
 __all__ = ["Classifier", "TorchClassifier", "SklearnClassifier", "measure_peak_bytes",
@@ -37,16 +40,40 @@ Classifier = Callable[[torch.Tensor], Any]
 
 #: Modules whose output depends on train/eval mode: a model holding one in training mode would
 #: be profiled with dropout on (a different random function at every call) or batch statistics.
+#: Attention and stacked recurrent layers drop out too when built with ``dropout > 0``
+#: (:func:`mode_dependent`); a forward that calls ``F.dropout(x, p, self.training)`` is seen
+#: only by calling it twice (:meth:`TorchClassifier.__call__`, :func:`check_repeatable`).
 MODE_DEPENDENT = (nn.modules.dropout._DropoutNd, nn.modules.batchnorm._NormBase)
-
-#: Strings per memory probe, and the factors the measured peaks are multiplied by: the tensor
-#: count misses the allocator's rounding and fragmentation, the resident size its noise.
-PROBE_STRINGS, PROBE_FACTOR, RESIDENT_FACTOR = 8, 3, 2
 
 #: Hugging Face model types that pool a first ([CLS]) token, so ``pad_token_id`` never decides
 #: which position is read (decoder classifiers such as GPT-2 read the last non-pad token).
 ENCODERS = {"bert", "roberta", "distilbert", "albert", "electra", "deberta", "deberta-v2",
             "xlm-roberta", "camembert", "mpnet", "modernbert"}
+
+
+def check_threshold(threshold) -> float:
+    """A probability threshold: a real number (Python or numpy) strictly between 0 and 1."""
+    if isinstance(threshold, (bool, np.bool_)) or not isinstance(threshold, Real) \
+            or not 0 < float(threshold) < 1:
+        raise ValueError(f"threshold must be a probability in (0, 1), got {threshold!r}")
+    return float(threshold)
+
+
+def check_probabilities(out: torch.Tensor) -> None:
+    """``output="probability"``: refuse values outside [0, 1] (logits?) and two-class rows that
+    do not sum to 1 (up to the dtype's rounding)."""
+    finite = out[torch.isfinite(out)]
+    if finite.numel() and (float(finite.min()) < 0 or float(finite.max()) > 1):
+        raise ValueError(f"output='probability' needs probabilities in [0, 1]; the model returned "
+                         f"values in [{float(finite.min()):.4g}, {float(finite.max()):.4g}]: for "
+                         "logits use output='logits' (the default)")
+    if out.dim() == 2 and out.shape[1] == 2 and out.is_floating_point():
+        sums = out.double().sum(1)
+        off = (sums - 1).abs().nan_to_num(0)                          # NaN rows: non-finite
+        if float(off.max()) > max(1e-5, 16 * torch.finfo(out.dtype).eps):
+            raise ValueError(f"output='probability' with two columns needs rows summing to 1 "
+                             f"(softmax); a row sums to {float(sums[off.argmax()]):.4g}: for "
+                             "logits use output='logits' (the default)")
 
 
 def user_stacklevel() -> int:
@@ -65,88 +92,22 @@ def user_stacklevel() -> int:
 
 def mode_dependent(model: nn.Module) -> list:
     """Names of the submodules of ``model`` in training mode whose output depends on the mode
-    (dropout, batch norm): empty when the model computes one deterministic function."""
+    (dropout, batch norm, ``nn.MultiheadAttention(dropout > 0)``, ``nn.LSTM/GRU/RNN`` with
+    ``num_layers > 1`` and ``dropout > 0``): empty when none is known to depend on it."""
     return [n or type(m).__name__ for n, m in model.named_modules()
-            if m.training and isinstance(m, MODE_DEPENDENT)]
+            if m.training and (isinstance(m, MODE_DEPENDENT)
+                               or isinstance(m, nn.MultiheadAttention) and m.dropout > 0
+                               or isinstance(m, nn.RNNBase) and m.dropout > 0 and m.num_layers > 1)]
 
 
-class _PeakTensors(torch.utils._python_dispatch.TorchDispatchMode):
-    """Counts the bytes of the tensors every operation allocates, while they live: the peak of
-    that count is the memory a forward pass needs beyond its inputs and parameters (any device)."""
-
-    def __init__(self):
-        super().__init__()
-        self.live = self.peak = 0
-        self.seen = {}
-
-    def _free(self, key):
-        entry = self.seen[key]
-        entry[1] -= 1
-        if entry[1] == 0:                   # the last tensor on this storage is gone
-            self.live -= entry[0]
-            del self.seen[key]
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        out = func(*args, **(kwargs or {}))
-        for t in torch.utils._pytree.tree_leaves(out):
-            if isinstance(t, torch.Tensor) and t.layout == torch.strided and t.numel():
-                key = (t.device, t.untyped_storage().data_ptr())
-                if key not in self.seen:
-                    self.seen[key] = [t.untyped_storage().nbytes(), 0]
-                    self.live += self.seen[key][0]
-                    self.peak = max(self.peak, self.live)
-                self.seen[key][1] += 1      # views share the storage: freed with the last
-                weakref.finalize(t, self._free, key)
-        return out
-
-
-def trim_memory() -> None:
-    """Give memory freed by earlier calls back to the system (glibc ``malloc_trim``): else the
-    allocator keeps it resident and the next phase adds to it, not reuses it."""
-    try:
-        import ctypes
-
-        ctypes.CDLL(None).malloc_trim(0)
-    except (OSError, AttributeError):                            # pragma: no cover - not glibc
-        pass
-
-
-def _kib(field: str) -> int:
-    with open("/proc/self/status") as f:
-        return next(int(line.split()[1]) for line in f if line.startswith(field))
-
-
-def measure_resident_bytes(fn: Callable, *args, device=None) -> int:
-    """What one call ``fn(*args)`` adds at its peak to the memory in use, measured: on CUDA the
-    allocator's peak above its start; on Linux the rise of the process's peak resident set
-    size (reset through ``/proc/self/clear_refs``), which sees the buffers of fused kernels that
-    no tensor count does; 0 where neither can be read. Call it after a warm-up call."""
-    if device is not None and torch.device(device).type == "cuda":
-        torch.cuda.synchronize(device)
-        base = torch.cuda.memory_allocated(device)
-        torch.cuda.reset_peak_memory_stats(device)
-        fn(*args)
-        torch.cuda.synchronize(device)
-        return max(0, torch.cuda.max_memory_allocated(device) - base)
-    try:
-        trim_memory()
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")                                # the peak RSS := the current RSS
-        base = _kib("VmRSS")
-        fn(*args)
-        return max(0, (_kib("VmHWM") - base) * 1024)
-    except (OSError, StopIteration, ValueError):           # not Linux, or not allowed
-        return 0
-
-
-def measure_peak_bytes(fn: Callable, *args) -> int:
-    """The peak bytes of the tensors ``fn(*args)`` allocates while they are alive (counted per
-    operation through a dispatch mode, on any device; parameters and inputs not counted)."""
-    counter = _PeakTensors()
-    with counter:
-        out = fn(*args)
-    del out
-    return counter.peak
+def same_outputs(a, b) -> bool:
+    """Two outputs of one call on the same strings are equal (NaN equals NaN)."""
+    a, b = torch.as_tensor(a), torch.as_tensor(b)
+    if a.shape != b.shape:
+        return False
+    if not a.is_floating_point():
+        return bool((a == b).all())
+    return bool(((a == b) | (a.isnan() & b.isnan())).all())
 
 
 class TorchClassifier:
@@ -191,16 +152,21 @@ class TorchClassifier:
             clf = sb.TorchClassifier(bert.half().to("cuda"), tokens=(3, 4), prefix=[2])
             sb.sensitivity_profile(clf, 16, margin=1e-2)
     train : {"eval", "error"}
-        A model in training mode with dropout or batch norm: ``"eval"`` (default) switches it to
-        ``eval()`` with a warning, ``"error"`` refuses it. Either way it is never profiled in
-        training mode (three runs of a BERT in train mode give three different profiles).
+        A model in training mode whose output depends on it (dropout, batch norm, attention or
+        recurrent dropout, or a forward that gives two different outputs on the same strings,
+        as ``F.dropout(x, p, self.training)`` does: checked on the first call): ``"eval"``
+        (default) switches it to ``eval()`` with a warning, ``"error"`` refuses it. Either way
+        it is never profiled in training mode (three runs of a BERT in train mode give three
+        different profiles).
 
     Notes
     -----
     Calls run under ``torch.no_grad()``. The scores keep the model's output dtype, so
     ``margin="auto"`` sees a half-precision output for what it is (and refuses it:
     :func:`sensbook.rounding_margin`). :meth:`memory_per_string` measures the memory of one
-    string on a probe of ``PROBE_STRINGS`` strings, so ``memory_mb`` budgets hold.
+    string on a probe of one string, then ``PROBE_STRINGS``, so ``memory_mb`` budgets hold.
+    ``output="probability"`` refuses values outside [0, 1] and two-class rows that do not sum
+    to 1 (logits read as probabilities).
     A Hugging Face decoder classifier (GPT-2) reads the last token that is not
     ``config.pad_token_id``: when that is unset, it is set to an id the strings never use.
     """
@@ -219,9 +185,7 @@ class TorchClassifier:
             raise ValueError(f"output must be 'logits', 'probability' or a callable, got {output!r}")
         if positive not in (0, 1) or isinstance(positive, bool):
             raise ValueError(f"positive must be 0 or 1 (the class that accepts), got {positive!r}")
-        if not (isinstance(threshold, (int, float)) and not isinstance(threshold, bool)
-                and 0 < threshold < 1):
-            raise ValueError(f"threshold must be a probability in (0, 1), got {threshold!r}")
+        threshold = check_threshold(threshold)
         self.model, self.output, self.positive, self.threshold = model, output, positive, threshold
         self.train = train
         self._device = None if device is None else check_device(device)
@@ -249,7 +213,7 @@ class TorchClassifier:
             attention_mask = self.tokens is not None and "attention_mask" in params
         self.attention_mask = bool(attention_mask)
         self._check_pad()
-        self._estimates = {}
+        self._estimates, self._repeatable = {}, None
         self._check_mode(at_init=True)
 
     @property
@@ -270,14 +234,13 @@ class TorchClassifier:
         p = next((p for p in self.model.parameters() if p.is_floating_point()), None)
         return p.dtype if p is not None else torch.float32
 
-    @classmethod
-    def _words(cls, tokens):
+    def _words(self, tokens):
         """The two words (bit 0, bit 1) as equal-length lists of ids: an id or a sequence."""
         if isinstance(tokens, (str, bytes)) or not hasattr(tokens, "__len__") or len(tokens) != 2:
             raise ValueError(f"tokens must be two ids or two words of ids (bit 0, bit 1), got "
                              f"{tokens!r}")
-        words = [[cls._id(t, "tokens")] if not hasattr(t, "__len__") else
-                 [cls._id(i, "tokens") for i in t] for t in tokens]
+        words = [[self._id(t, "tokens")] if not hasattr(t, "__len__") else
+                 [self._id(i, "tokens") for i in t] for t in tokens]
         if not words[0] or len(words[0]) != len(words[1]):
             raise ValueError(f"the two words of tokens must have the same number of ids (>= 1), "
                              f"got {tokens!r}: pad the shorter one with an id of your own so "
@@ -287,10 +250,14 @@ class TorchClassifier:
                              f"{tokens!r}")
         return words
 
-    @staticmethod
-    def _id(t, argument):
-        if isinstance(t, bool) or not isinstance(t, (int, np.integer)) or t < 0:
-            raise ValueError(f"each of {argument} must be a token id (an integer >= 0), got {t!r}")
+    def _id(self, t, argument):
+        """A token id: an integer in [0, config.vocab_size) (below 2^63 without a config)."""
+        vocab = getattr(getattr(self.model, "config", None), "vocab_size", None)
+        top = vocab if isinstance(vocab, int) and vocab > 0 else 2**63
+        if isinstance(t, bool) or not isinstance(t, (int, np.integer)) or not 0 <= t < top:
+            allowed = f"< config.vocab_size = {vocab}" if top == vocab else "< 2^63"
+            raise ValueError(f"each of {argument} must be a token id, an integer >= 0 and "
+                             f"{allowed}, got {t!r}")
         return int(t)
 
     def _used_ids(self) -> set:
@@ -321,14 +288,17 @@ class TorchClassifier:
                              "the wrong position; map the bits to other ids (tokens=...) or set "
                              "model.config.pad_token_id to an unused id")
 
-    def _check_mode(self, at_init=False):
-        active = mode_dependent(self.model)
+    def _check_mode(self, at_init=False, repeated=False):
+        """Switch a model in training mode whose output depends on it to ``eval()`` with a
+        warning (at init, or when two calls on the same strings differ), else refuse it."""
+        active = ["forward"] if repeated else mode_dependent(self.model)
         if not active:
             return
-        what = f"{len(active)} dropout/batch-norm module(s), e.g. {active[0]!r}"
-        if self.train == "eval" and at_init:
+        what = (f"{len(active)} dropout/batch-norm module(s), e.g. {active[0]!r}" if not repeated
+                else "two calls on the same strings gave different outputs: dropout in forward?")
+        if self.train == "eval" and (at_init or repeated):
             warnings.warn(f"the model is in training mode ({what}); switched to model.eval() so "
-                          "that it computes one deterministic function", stacklevel=3)
+                          "that it computes one deterministic function", stacklevel=user_stacklevel())
             self.model.eval()
             return
         raise ValueError(f"the model is in training mode ({what}): its profile would change from "
@@ -367,6 +337,8 @@ class TorchClassifier:
             raise TypeError(f"the model returned {type(out).__name__}, not a tensor, a ModelOutput "
                             "with .logits or a tuple of tensors: pass output=callable mapping it "
                             "to scores (B,)")
+        if self.output == "probability":
+            check_probabilities(out)
         if out.dim() == 2 and out.shape[1] == 1:
             out = out[:, 0]
         if out.dim() == 2 and out.shape[1] == 2:
@@ -379,26 +351,34 @@ class TorchClassifier:
                              "output=callable to pick the score of another output")
         return out - self.threshold if self.output == "probability" else out
 
-    @torch.no_grad()
-    def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        """Scores T (B,) of the strings ``x`` (B, N): positive accepts."""
-        self._check_mode()
+    def _forward(self, x):
         args, kw = self.inputs(x)
         return self.scores(self.model(*args, **kw))
 
-    def memory_per_string(self, N: int) -> int:
-        """Bytes one string of length N costs in a call, measured on a probe of
-        ``PROBE_STRINGS`` strings: the larger of the peak of the tensors the forward pass
-        allocates (:func:`measure_peak_bytes`, times ``PROBE_FACTOR``) and the memory the call
-        adds at its peak (``measure_resident_bytes``, times ``RESIDENT_FACTOR``: fused
-        kernels such as PyTorch's encoder fast path allocate buffers no tensor count sees);
-        cached per N. The profilers size their chunks by it."""
+    @torch.no_grad()
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        """Scores T (B,) of the strings ``x`` (B, N): positive accepts. The first call with
+        some module in training mode runs the model twice: two different outputs on the same
+        strings (dropout in its ``forward``) switch it to ``eval()`` (or refuse, ``train``)."""
+        self._check_mode()
+        out = self._forward(x)
+        state = tuple(m.training for m in self.model.modules())
+        if any(state) and state != self._repeatable:
+            if not same_outputs(out, self._forward(x)):
+                self._check_mode(repeated=True)
+                return self._forward(x)
+            self._repeatable = state
+        return out
+
+    def memory_per_string(self, N: int, limit: int | None = None) -> int:
+        """Bytes one string of length N costs in a call, measured (:func:`probe_bytes`: on one
+        string, then on ``PROBE_STRINGS``, or fewer when they would not fit ``limit`` bytes):
+        the larger of the peak of the tensors the forward pass allocates (times
+        ``PROBE_FACTOR``) and the memory the call adds at its peak (times ``RESIDENT_FACTOR``:
+        fused kernels such as PyTorch's encoder fast path allocate buffers no tensor count
+        sees); cached per N. The profilers size their chunks by it."""
         if N not in self._estimates:
-            x = torch.zeros(PROBE_STRINGS, N)
-            x[::2] = 1
-            counted = PROBE_FACTOR * measure_peak_bytes(self, x)
-            resident = RESIDENT_FACTOR * measure_resident_bytes(self, x, device=self.device)
-            self._estimates[N] = int(max(counted, resident) / PROBE_STRINGS) + 1
+            self._estimates[N] = probe_bytes(self, N, device=self.device, limit=limit)
         return self._estimates[N]
 
     def __repr__(self):
@@ -442,8 +422,12 @@ class SklearnClassifier:
     def __init__(self, estimator, *, method: str = "auto", positive=None, threshold: float = 0.5):
         classes = getattr(estimator, "classes_", None)
         if classes is None:
-            raise ValueError(f"{type(estimator).__name__} is not fitted (it has no classes_): "
-                             "call .fit(X, y) first")
+            fitted = any(k.endswith("_") and not k.startswith("_") for k in getattr(estimator, "__dict__", {}))
+            raise ValueError(f"estimator must be a fitted classifier (with classes_); "
+                             f"{type(estimator).__name__} " + (
+                                 "is fitted but has no classes_: a regressor? fit a classifier "
+                                 "(e.g. LogisticRegression)" if fitted else
+                                 "is not fitted: call .fit(X, y) first"))
         if len(classes) != 2:
             raise ValueError(f"a Boolean classifier has two classes; {type(estimator).__name__} "
                              f"has {len(classes)}: {list(classes)[:5]}")
@@ -458,11 +442,9 @@ class SklearnClassifier:
         if method == "decision_function" and positive != classes[1]:
             raise ValueError("decision_function scores favour classes_[1]; with another positive "
                              "class use method='predict_proba'")
-        if not (isinstance(threshold, (int, float)) and 0 < threshold < 1):
-            raise ValueError(f"threshold must be a probability in (0, 1), got {threshold!r}")
         self.estimator, self.method, self.positive, self.threshold = (
-            estimator, method, positive, float(threshold))
-        self.column = list(classes).index(positive)
+            estimator, method, positive, check_threshold(threshold))
+        self.column, self._estimates = list(classes).index(positive), {}
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         """Scores (B,) (float64; positive accepts) or labels (bool) of the strings ``x``.
@@ -482,12 +464,23 @@ class SklearnClassifier:
         tie = TIE if self.column == 0 else -TIE           # ties go to classes_[0]
         return torch.as_tensor(np.where(out == 0, tie, out))
 
-    def memory_per_string(self, N: int) -> int:
-        """Bytes one string of length N costs: its float64 features and a few of its copies."""
-        return 4 * 8 * (N + 1)
+    def memory_per_string(self, N: int, limit: int | None = None) -> int:
+        """Bytes one string of length N costs in a call, measured as the memory the call adds at
+        its peak (:func:`probe_bytes` on ``SKLEARN_PROBE_STRINGS`` strings, or fewer when they
+        would not fit ``limit``, times ``RESIDENT_FACTOR``; an ``MLPClassifier`` of width
+        4,096 needs 32 KiB a string), and at least its float64 features and a few copies of
+        them, 32 (N + 1) bytes; cached per N. The profilers size their chunks by it."""
+        if N not in self._estimates:
+            self._estimates[N] = max(4 * 8 * (N + 1), probe_bytes(
+                self, N, limit=limit, count=False, strings=SKLEARN_PROBE_STRINGS))
+        return self._estimates[N]
 
     def __repr__(self):
         return f"SklearnClassifier({type(self.estimator).__name__}, method={self.method!r})"
+
+
+#: The adapters: their ``memory_per_string`` takes a ``limit`` (bytes) that bounds the probe.
+ADAPTERS = (TorchClassifier, SklearnClassifier)
 
 
 # ---- the profiler's boundary: errors that name the fix ---------------------------------------
@@ -502,6 +495,29 @@ def check_mode(classifier) -> None:
             f"the classifier is a module in training mode with {len(active)} dropout/batch-norm "
             f"module(s) (e.g. {active[0]!r}): its profile would change from call to call. Call "
             "model.eval() first, or wrap it: sb.TorchClassifier(model) switches it to eval()")
+
+
+def repeat_needed(classifier) -> bool:
+    """Whether the profilers evaluate their first chunk twice (:func:`check_repeatable`): for
+    any classifier but the adapters (the torch adapter checks its model itself), the book's
+    own models (:class:`sensbook.model.ScoreModule`: no dropout, one function in either mode)
+    and a module none of whose submodules is in training mode."""
+    from .model import ScoreModule
+
+    if isinstance(classifier, ADAPTERS + (ScoreModule,)):
+        return False
+    return not isinstance(classifier, nn.Module) or any(m.training for m in classifier.modules())
+
+
+def check_repeatable(first: torch.Tensor, again: torch.Tensor) -> None:
+    """Refuse a classifier whose labels on the same strings differ between two calls: a module
+    in training mode with dropout in its forward, or a function wrapping one."""
+    if not same_outputs(first, again):
+        raise ValueError(
+            f"classifier gave different labels on two calls on the same {first.shape[-1]} strings "
+            f"({int((first != again).sum())} differ): it must compute one function. Call "
+            "model.eval() on the module it runs (dropout in training mode?), or pass the module "
+            "as sb.TorchClassifier(model), which does it")
 
 
 @contextlib.contextmanager

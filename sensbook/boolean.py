@@ -47,6 +47,20 @@ def check_real(value, argument, *, minimum=None, strict=False) -> float:
     return value
 
 
+#: The largest memory budget accepted (MiB): 1 PiB, more than any machine has; a larger
+#: ``memory_mb`` is a unit mistake, and its bytes would overflow the chunk arithmetic.
+MAX_MEMORY_MB = float(2**30)
+
+
+def check_memory_mb(memory_mb, argument="memory_mb") -> float:
+    """A memory budget in MiB: a finite number > 0 and at most ``MAX_MEMORY_MB``."""
+    memory_mb = check_real(memory_mb, argument, minimum=0, strict=True)
+    if memory_mb > MAX_MEMORY_MB:
+        raise ValueError(f"{argument}={memory_mb:g} is more than any machine has: a budget in MiB "
+                         f"must be > 0 and at most {MAX_MEMORY_MB:.0f} (1 PiB), e.g. 256")
+    return memory_mb
+
+
 def check_seed(seed, argument="seed") -> int:
     """A seed: an integer in [0, 2^63) (what ``torch.Generator.manual_seed`` keeps exactly)."""
     return check_int(seed, argument, minimum=0, maximum=2**63 - 1)

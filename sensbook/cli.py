@@ -35,7 +35,8 @@ def _parser():
     s.add_argument("experiment", help="an experiment (ch5.k0_growth), a chapter (ch5), or all")
     s.add_argument("--scale", choices=SCALES, default=None,
                    help="default: $SENSBOOK_SCALE, else book")
-    s.add_argument("--out", default=None, help="results folder (default $SENSBOOK_RESULTS or results/)")
+    s.add_argument("--out", default=None, help="results folder (default $SENSBOOK_RESULTS or results/; "
+                   "relative to the book's root, as $SENSBOOK_RESULTS)")
     s.add_argument("--workers", type=int, default=1, help="processes (concurrent.futures)")
     s.add_argument("--device", default=None, help="torch device, e.g. cpu, cuda, cuda:1 "
                                                    "(default $SENSBOOK_DEVICE, else CUDA if available)")
@@ -257,7 +258,7 @@ def main(argv=None) -> int:
         return 0
     if args.command == "calibrate":
         try:
-            return _calibrate(exps, args.out)
+            return _calibrate(exps, None if args.out is None else results_dir(args.out))
         except OSError as e:                 # a store that cannot be written: one line
             print(f"sensbook: {e}", file=sys.stderr)
             return 1
@@ -274,7 +275,7 @@ def main(argv=None) -> int:
     except ValueError as e:
         print(f"sensbook: {e}", file=sys.stderr)
         return 2
-    out = args.out or results_dir()
+    out = results_dir(args.out)                        # a relative --out: as $SENSBOOK_RESULTS
     if args.device:
         os.environ["SENSBOOK_DEVICE"] = args.device      # workers inherit it
     workers = max(args.workers, len(devices)) if devices else args.workers

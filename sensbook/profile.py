@@ -26,11 +26,11 @@ import warnings
 import numpy as np
 import torch
 
-from .adapters import (Classifier, SklearnClassifier, TorchClassifier, check_mode, explain_call,
-                       explain_output)
-from .adapters import trim_memory, user_stacklevel
-from .boolean import (MAX_EXHAUSTIVE_N, check_int, check_n, check_real, check_seed,
-                      index_to_strings)
+from .adapters import (Classifier, SklearnClassifier, TorchClassifier, check_mode,
+                       check_repeatable, explain_call, explain_output, repeat_needed)
+from .adapters import ADAPTERS, callable_bytes, trim_memory, user_stacklevel
+from .boolean import (MAX_EXHAUSTIVE_N, MAX_MEMORY_MB, check_int, check_memory_mb, check_n,
+                      check_real, check_seed, index_to_strings)
 from .profiles import Profile, provenance
 from .settings import check_device, progress as _progress
 
@@ -90,20 +90,6 @@ def classify(out: torch.Tensor, margin: float | str = 0.0) -> torch.Tensor:
     lab[(out < 0) & (out <= -margin)] = REJECT
     lab[~torch.isfinite(out)] = NONFINITE
     return lab
-
-
-#: The largest memory budget accepted (MiB): 1 PiB, more than any machine has; a larger
-#: ``memory_mb`` is a unit mistake, and its bytes would overflow the chunk arithmetic.
-MAX_MEMORY_MB = float(2**30)
-
-
-def check_memory_mb(memory_mb, argument="memory_mb") -> float:
-    """A memory budget in MiB: a finite number > 0 and at most ``MAX_MEMORY_MB``."""
-    memory_mb = check_real(memory_mb, argument, minimum=0, strict=True)
-    if memory_mb > MAX_MEMORY_MB:
-        raise ValueError(f"{argument}={memory_mb:g} is more than any machine has: a budget in MiB "
-                         f"must be > 0 and at most {MAX_MEMORY_MB:.0f} (1 PiB), e.g. 256")
-    return memory_mb
 
 
 _FLOAT_LABELS = (
@@ -198,16 +184,17 @@ def _population(classifier) -> int:
     return P if isinstance(P, int) and not isinstance(P, bool) and P >= 1 else 1
 
 
-def _string_bytes(classifier, N, dtype=torch.float32) -> int:
+def _string_bytes(classifier, N, dtype=torch.float32, device=None, limit=None) -> int:
     """Bytes one string costs in a classifier call: the classifier's activations by its
     ``memory_per_string(N)`` estimate, plus the profiler's own arrays (index, bits, the input in
-    ``dtype``, the output and its labels per model). Without an estimate: 64 (N+1) bytes."""
+    ``dtype``, the output and its labels per model). Without an estimate: what a call costs,
+    measured (:func:`sensbook.memory.callable_bytes`), and at least 64 (N+1) bytes."""
     est = getattr(classifier, "memory_per_string", None)
     if not callable(est):
-        return 64 * (N + 1)
+        return max(64 * (N + 1), callable_bytes(classifier, N, dtype, device, limit))
     elt = torch.finfo(dtype).bits // 8 if dtype.is_floating_point else 8
-    P = _population(classifier)
-    return int(est(N)) + 16 + (8 + elt) * N + P * (2 * elt + 16)
+    est = est(N, limit=limit) if isinstance(classifier, ADAPTERS) else est(N)
+    return int(est) + 16 + (8 + elt) * N + _population(classifier) * (2 * elt + 16)
 
 
 def plan_chunk(classifier, N, memory_mb=256, chunk_size=None, per_item=1, dtype=None):
@@ -219,7 +206,7 @@ def plan_chunk(classifier, N, memory_mb=256, chunk_size=None, per_item=1, dtype=
     ``CACHE_ROWS`` positions x models. Without an estimate: 64 (N+1) bytes per string, and at
     most 2^16 strings. The chunk never depends on 2^N, so memory beyond the output does not grow
     with it; it never changes a result either. (The profilers also check that the chunk fits:
-    :func:`check_budget`.)
+    :func:`check_budget`, which measures what a call of a classifier without an estimate costs.)
     """
     if chunk_size is not None:
         return check_int(chunk_size, "chunk_size", minimum=1)
@@ -241,13 +228,13 @@ def _mib(b) -> str:
     return f"{b / 2**20:,.1f} MiB" if b < 2**30 else f"{b / 2**30:,.2f} GiB"
 
 
-def check_budget(classifier, N, memory_mb, chunk_size, dtype, *, extra_per_string=0) -> int:
+def check_budget(classifier, N, memory_mb, chunk_size, dtype, *, extra_per_string=0, device=None) -> int:
     """Strings per classifier call within ``memory_mb`` (see :func:`plan_chunk`), or, at once,
     an error with the memory the request would need: when one string (or the explicit
     ``chunk_size``) does not fit the budget."""
     memory_mb = check_memory_mb(memory_mb)
     budget = memory_mb * 2**20
-    one = _string_bytes(classifier, N, dtype) + extra_per_string
+    one = _string_bytes(classifier, N, dtype, device, limit=budget) + extra_per_string
     if one > budget:
         raise ValueError(f"memory_mb={memory_mb:g} is too small: one string of length N={N} needs "
                          f"about {_mib(one)} (the classifier's memory_per_string estimate plus "
@@ -280,7 +267,7 @@ def _check_table_fits(nbytes, device):
 
 
 @torch.no_grad()
-def _evaluate(classifier, x, margin, B, labels: _FloatLabels | None = None):
+def _evaluate(classifier, x, margin, B, labels: _FloatLabels | None = None, repeat=False):
     with explain_call(classifier, x):
         out = classifier(x)
     if not isinstance(out, torch.Tensor):
@@ -300,7 +287,10 @@ def _evaluate(classifier, x, margin, B, labels: _FloatLabels | None = None):
         )
     if labels is not None:
         labels.see(out)
-    return classify(out, margin)
+    lab = classify(out, margin)
+    if repeat and repeat_needed(classifier):       # evaluated twice: refused when labels differ
+        check_repeatable(lab, _evaluate(classifier, x, margin, B))
+    return lab
 
 
 @torch.no_grad()
@@ -317,13 +307,13 @@ def truth_table(classifier: Classifier, N: int, *, margin: float | str = 0.0, de
     margin = _check_margin(margin)
     device, dtype = _where(classifier, device, dtype)
     _check_table_fits(_population(classifier) * 2**N, device)
-    step = check_budget(classifier, N, memory_mb, chunk_size, dtype)
+    step = check_budget(classifier, N, memory_mb, chunk_size, dtype, device=device)
     table, labels = None, _FloatLabels()
     starts = range(0, 2**N, step)
     for a in _progress(starts, desc=f"truth table N={N}", disable=not progress):
         idx = torch.arange(a, min(a + step, 2**N), device=device)
         lab = _evaluate(classifier, index_to_strings(idx, N, dtype=dtype), margin, len(idx),
-                        labels)
+                        labels, repeat=a == 0)
         if table is None:                   # one allocation: no list of parts, no copy at the end
             _check_table_fits(lab[..., :1].numel() * 2**N, device)
             table = torch.empty((*lab.shape[:-1], 2**N), dtype=torch.int8, device=lab.device)
@@ -397,8 +387,7 @@ def profile_from_table(table: torch.Tensor, *, chunk: int = 1 << 16,
     pop = table.shape[:-1]
     table = table.reshape(-1, size)
     dev = table.device
-    c = min(chunk.bit_length() - 1, N)                     # blocks of 2^c strings
-    c = max(c, 0)
+    c = max(min(chunk.bit_length() - 1, N), 0)             # blocks of 2^c strings
     step = 1 << c
     counts = torch.zeros(rows, N + 1, dtype=torch.int64, device=dev)
     z = lambda: torch.zeros(rows, dtype=torch.int64, device=dev)
@@ -429,18 +418,20 @@ def profile_from_table(table: torch.Tensor, *, chunk: int = 1 << 16,
 
 
 def _warn_if_mostly_undecided(p: Profile) -> Profile:
-    """Say so when most strings of some model are undecided: its profile counts only the few
-    complete strings (a float 0/1 output read as scores, or a margin too wide, looks like
-    this). Non-finite outputs are the expected regime at eps = 0 and are only counted."""
-    bad = p.undecided * 2 > p.n_strings
+    """Say so when most strings of some model are undecided or non-finite, or none is complete:
+    its profile counts only the few complete strings (a float 0/1 output read as scores, a
+    margin too wide, or a model whose outputs are NaN or inf, look like this)."""
+    bad = (p.undecided * 2 > p.n_strings) | (p.nonfinite * 2 > p.n_strings) | (p.counts.sum(-1) == 0)
     if bool(bad.any()):
         n, tot = int(bad.sum()), bad.numel()
+        f = lambda t: f"{t.flatten()[:5].tolist()}{' ...' if tot > 5 else ''}"
         warnings.warn(
             f"{'the classifier' if tot == 1 else f'{n} of {tot} models'}: most of the "
-            f"{p.n_strings} strings are undecided, so the profile counts only the "
-            f"few complete ones (undecided: {p.undecided.flatten()[:5].tolist()}, non-finite: "
-            f"{p.nonfinite.flatten()[:5].tolist()}{' ...' if tot > 5 else ''}). Check the margin, "
-            "or return bool labels if the output is 0/1.", stacklevel=3)
+            f"{p.n_strings} strings are undecided, non-finite or incomplete, so the profile counts "
+            f"only the few (or no) complete ones (undecided: {f(p.undecided)}, non-finite: "
+            f"{f(p.nonfinite)}, incomplete: {f(p.incomplete)}). Check the margin, return bool "
+            "labels if the output is 0/1, or why the outputs are NaN or inf.",
+            stacklevel=user_stacklevel())
     return p
 
 
@@ -467,9 +458,9 @@ def sampled_profile(classifier: Classifier, N: int, n_samples: int, *, margin: f
     margin = _check_margin(margin)
     seed = check_seed(seed)
     device, dtype = _where(classifier, device, dtype)
-    P = _population(classifier)
     # per string also: its item's share of the drawn block (int64 randint) and the label buffer
-    step = check_budget(classifier, N, memory_mb, chunk_size, dtype, extra_per_string=8 + P)
+    step = check_budget(classifier, N, memory_mb, chunk_size, dtype, device=device,
+                        extra_per_string=8 + _population(classifier))
     block = max(1, step // (N + 1))                         # sampled strings drawn at once
     g = torch.Generator(device="cpu").manual_seed(seed)
     counts = und = nonf = inc = acc = 0
@@ -487,7 +478,7 @@ def sampled_profile(classifier: Classifier, N: int, n_samples: int, *, margin: f
             xs = x[item]
             flip = jj > 0
             xs[flip, jj[flip] - 1] ^= True
-            lab = _evaluate(classifier, xs.to(dtype), margin, len(r), labels)
+            lab = _evaluate(classifier, xs.to(dtype), margin, len(r), labels, repeat=a + r0 == 0)
             del xs
             if labs is None:
                 labs = torch.empty((*lab.shape[:-1], total), dtype=torch.int8, device=lab.device)
@@ -531,7 +522,9 @@ def sensitivity_profile(classifier: Classifier, N: int, *, margin: float | str =
     subtracted; an output all in [0, 1] warns, unless the classifier has
     ``returns_scores = True``, as sensbook's models do). A ``torch.nn.Module`` that wants token
     ids, a Hugging Face model or a scikit-learn estimator: wrap it in
-    :class:`sensbook.TorchClassifier` or :class:`sensbook.SklearnClassifier`. A module in training mode with dropout is refused.
+    :class:`sensbook.TorchClassifier` or :class:`sensbook.SklearnClassifier`. A classifier
+    must compute one function: a module in training mode with dropout is refused, and the first
+    chunk is evaluated twice (a function wrapping such a module is refused when labels differ).
 
     Exhaustive over all 2^N strings when ``n_samples`` is None (N <= 24), else sampled from
     ``n_samples`` uniform strings (any N). ``kwargs``: ``device``, ``dtype``, ``memory_mb``,
@@ -543,13 +536,13 @@ def sensitivity_profile(classifier: Classifier, N: int, *, margin: float | str =
     within rounding of 0 for their dtype are undecided: see :func:`classify`). Memory: at most
     ``memory_mb`` (default 256) beyond the truth table of an exhaustive profile; requests that
     cannot fit are refused before any work. The chunk of strings per call is sized by the
-    classifier's ``memory_per_string(N)`` method (bytes one string of length N costs in a call)
-    when it has one, as the adapters do; without it, by 64 (N + 1) bytes a string, which a large
-    model exceeds (give it one, or pass ``chunk_size``). The budget bounds what is allocated at
-    once; glibc's ``malloc``, which raises its mmap threshold as large blocks are freed, can keep
-    more resident than that (a fragmented heap): set ``MALLOC_MMAP_THRESHOLD_=131072`` in the
-    environment for a resident peak that follows the budget. A profile in which most strings are
-    undecided or non-finite comes with a warning.
+    classifier's ``memory_per_string(N)`` (bytes one string of length N costs in a call) when it
+    has one, as the adapters do; without it, by what one call on a probe of a few strings costs,
+    measured (at least 64 (N + 1) bytes a string). The budget bounds what is allocated at once;
+    glibc's ``malloc``, which raises its mmap threshold as large blocks are freed, can keep more
+    resident than that (a fragmented heap): set ``MALLOC_MMAP_THRESHOLD_=131072`` for a resident
+    peak that follows the budget. A profile in which most strings are undecided or non-finite,
+    or none is complete, comes with a warning.
     """
     if n_samples is None:
         N = check_n(N)

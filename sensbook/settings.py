@@ -124,6 +124,11 @@ def one_thread():
 #: bar that lasts milliseconds only flashes by; chapter 1 once showed 31 of them).
 PROGRESS_DELAY = 1.0
 
+#: From this string length on, the instruments that run a recognizer on whole strings
+#: (:func:`sensbook.blowup`, :func:`sensbook.score_gap`, :func:`sensbook.flip_hinge`) go one
+#: string at a time behind a progress bar: attention is quadratic in N, a string takes minutes.
+LONG_N = 10**5
+
 
 def progress(iterable=None, *, total=None, desc=None, leave=False, disable=False):
     """A progress bar (tqdm), silent when ``$SENSBOOK_PROGRESS`` is ``0``.

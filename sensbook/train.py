@@ -38,6 +38,7 @@ from .boolean import (FIRST, MAJORITY, MAX_EXHAUSTIVE_N, PARITY, BooleanFunction
                       check_n, check_real, index_to_strings)
 from .adapters import Classifier
 from .model import INITS, Recognizer
+from .settings import check_device
 
 DATA_SEED_OFFSET = 1_000_003          # data generator of seed s: s + this (init uses s itself)
 TEST_SEED_OFFSET = 2_000_003          # held-out test strings
@@ -450,7 +451,7 @@ def _where(model):
     p = next(iter(model.parameters()), None)
     dev = getattr(model, "device", None) or (p.device if p is not None else torch.device("cpu"))
     dt = getattr(model, "dtype", None) or (p.dtype if p is not None else torch.float32)
-    return dev, dt
+    return check_device(str(dev), "model's device"), dt
 
 
 def top_hessian_eigenvalue(model, f: BooleanFunction, x, *, loss: str = "logistic",

@@ -102,4 +102,4 @@ def test_exhaustive_calls_never_grow_with_two_to_the_n():
         seen.clear()
         sb.truth_table(clf, N, memory_mb=1, progress=False)
         assert max(seen) == plan_chunk(clf, N, 1) < 2**N
-        assert math.ceil(2**N / max(seen)) == len(seen)
+        assert math.ceil(2**N / max(seen)) + 1 == len(seen)     # + 1: the first chunk twice

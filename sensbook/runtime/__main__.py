@@ -14,7 +14,11 @@ def main(argv=None) -> int:
               file=sys.stderr)
         return 2
     for folder in argv[1:] or ["results"]:
-        print(f"wrote {write_index(folder)}")
+        try:
+            print(f"wrote {write_index(folder)}")
+        except (ValueError, OSError) as e:               # one line, no traceback
+            print(f"python -m sensbook.runtime index: {e}", file=sys.stderr)
+            return 1
     return 0
 
 

@@ -108,16 +108,25 @@ _KEY = re.compile(r"[0-9a-f]{20}")
 def write_index(root) -> pathlib.Path:
     """Write ``root/index.json``, the keys of every stored result per experiment folder
     (``{"experiments": {name: [key, ...]}}``); the publish workflow runs this on the store it
-    ships. Returns its path."""
+    ships. Returns its path, written whole (a temporary file replaced: a full disk keeps the old
+    index). A missing folder, a file or a store that cannot be written: ValueError, one line."""
     root = pathlib.Path(root)
+    if not root.is_dir():
+        raise ValueError(f"DIR={str(root)!r} is {'a file' if root.exists() else 'missing'}: "
+                         "index writes DIR/index.json into a results folder (a store)")
     exps = {}
     for d in sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")):
         keys = sorted(p.stem for p in d.glob("*.json") if _KEY.fullmatch(p.stem))
         if keys:
             exps[d.name] = keys
     path = root / INDEX
-    path.write_text(json.dumps({"experiments": exps}, sort_keys=True) + "\n", encoding="utf-8")
-    return path
+    from . import store as _store
+
+    try:
+        return _store.write_atomic(path, json.dumps({"experiments": exps}, sort_keys=True) + "\n")
+    except OSError as e:
+        raise ValueError(f"DIR={str(root)!r}: cannot write {INDEX} ({e.strerror or e}); the "
+                         "index needs a store that can be written (the old index is kept)") from None
 
 
 _index_cache: dict = {}

@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import json
+import math
 import os
 import pathlib
 import shutil
@@ -83,18 +84,20 @@ def key(config, version_: str | None = None) -> str:
     return hashlib.sha256(f"{v}\n{canonical(config)}".encode()).hexdigest()[:20]
 
 
-def results_dir() -> pathlib.Path:
-    """Where results live: ``$SENSBOOK_RESULTS`` if set, else ``results/`` in the book's root.
+def results_dir(path=None) -> pathlib.Path:
+    """Where results live: ``path`` (the command line's ``--out``) if given, else
+    ``$SENSBOOK_RESULTS`` if set, else ``results/`` in the book's root.
 
     The book's root is the nearest folder at or above the working directory holding
     ``_toc.yml`` (so a chapter executed in ``book/`` and ``sensbook sweep`` run at the root use
     the same, git-ignored, ``results/``); elsewhere (e.g. Colab) the working directory. A
-    relative ``$SENSBOOK_RESULTS`` (``paper-results``) is relative to that root too, so the
-    sweep and the chapters' kernels (which run in ``book/``) read one store.
+    relative ``path`` or ``$SENSBOOK_RESULTS`` (``paper-results``) is relative to that root too
+    (one rule for both), so the sweep, wherever it runs, and the chapters' kernels (which run in
+    ``book/``) read one store.
     """
     here = pathlib.Path.cwd()
     root = next((d for d in (here, *here.parents) if (d / "_toc.yml").is_file()), here)
-    env = os.environ.get("SENSBOOK_RESULTS")
+    env = os.fspath(path) if path is not None else os.environ.get("SENSBOOK_RESULTS")
     return root / pathlib.Path(env).expanduser() if env else root / "results"
 
 
@@ -174,6 +177,24 @@ def read_regular(path, limit: int, inside=None, tail: bool = False) -> bytes:
         os.close(fd)
 
 
+def write_atomic(p: pathlib.Path, text: str) -> pathlib.Path:
+    """Write ``text`` to ``p`` atomically: temp file in the same folder, fsync, replace (a full
+    disk or a kill leaves the old file whole, never part of the new one)."""
+    p.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f".{p.stem}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, p)
+    except BaseException:
+        pathlib.Path(tmp).unlink(missing_ok=True)
+        raise
+    return p
+
+
 def _checksum(rec: dict) -> str:
     """sha256 of the canonical JSON of what a record stores (version, key, config, result);
     ``meta`` (where and how long it ran) is not part of it, so the same result computed on
@@ -226,6 +247,15 @@ def _nan(token):
     raise ValueError(f"is not standard JSON (it holds {token})")
 
 
+def _finite(text):
+    """A JSON number as a float, refused beyond a float's range (``1e999`` would read as inf
+    and fail only when the record is stored again)."""
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"is not standard JSON (it holds {text[:40]}, beyond a float's range)")
+    return value
+
+
 def json_depth(value) -> int:
     """How deeply lists and objects nest in ``value`` (a scalar: 0), without recursion."""
     deepest, stack = 0, [(value, 1)]
@@ -243,7 +273,7 @@ def parse_record(data: bytes):
     ``MAX_RECORD_DEPTH`` levels deep); ValueError (with what is wrong) otherwise."""
     limit = f"is nested deeper than the limit of {MAX_RECORD_DEPTH} levels"
     try:
-        rec = json.loads(data.decode("utf-8"), parse_constant=_nan)
+        rec = json.loads(data.decode("utf-8"), parse_constant=_nan, parse_float=_finite)
     except RecursionError:
         raise ValueError(f"{limit} (too deep to parse)") from None
     except (UnicodeDecodeError, ValueError) as e:
@@ -578,20 +608,7 @@ class Store:
         return self._write(p, json.dumps(rec, sort_keys=True, allow_nan=False))
 
     def _write(self, p: pathlib.Path, text: str) -> pathlib.Path:
-        """Write ``text`` to ``p`` atomically: temp file in the same folder, fsync, replace."""
-        p.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f".{p.stem}.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "w") as fh:
-                fh.write(text)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.chmod(tmp, 0o644)
-            os.replace(tmp, p)
-        except BaseException:
-            pathlib.Path(tmp).unlink(missing_ok=True)
-            raise
-        return p
+        return write_atomic(p, text)
 
     def release_claims(self, pids) -> list:
         """Delete the claims that processes ``pids`` of this host hold in this store (what an

@@ -321,6 +321,12 @@ def test_published_records_are_verified_as_local_ones_and_never_resigned(tmp_pat
      "is not standard JSON (it holds NaN)"),
     (lambda r: json.dumps(dict(r, meta=dict(r["meta"], seconds=float("inf")))).encode(),
      "is not standard JSON (it holds Infinity)"),
+    # issue 38: numbers beyond a float's range read as inf (and crashed Store.put), in meta or
+    # in an extra field outside the checksum
+    (lambda r: json.dumps(dict(r, meta=dict(r["meta"], seconds="@"))).replace('"@"', "1e999")
+     .encode(), "is not standard JSON (it holds 1e999, beyond a float's range)"),
+    (lambda r: json.dumps(dict(r, extra="@")).replace('"@"', "-1e400").encode(),
+     "is not standard JSON (it holds -1e400, beyond a float's range)"),
     (lambda r: deep(r, 990), "is nested deeper than the limit of 64 levels"),
     (lambda r: deep(r, 65, "meta"), "is nested deeper than the limit of 64 levels (66 levels)"),
 ])

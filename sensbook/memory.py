@@ -1,0 +1,139 @@
+"""Memory a call needs, measured: the budget ``memory_mb`` of the profilers holds for models
+the package has never seen because what one string costs is measured on a probe (the peak of the
+tensors a call allocates, and the rise of the resident set or the CUDA allocator's peak).
+Used by the adapters (:mod:`sensbook.adapters`) and the profilers (:mod:`sensbook.profile`).
+"""
+from __future__ import annotations
+
+import weakref
+from typing import Callable
+
+import torch
+
+#: Strings per memory probe, and the factors the measured peaks are multiplied by: the tensor
+#: count misses the allocator's rounding and fragmentation, the resident size its noise.
+PROBE_STRINGS, PROBE_FACTOR, RESIDENT_FACTOR = 8, 3, 2
+
+#: Strings of the larger probe of a scikit-learn estimator: its memory is seen only as the rise
+#: of the resident set, which a few strings' arrays (reused heap) hide: 8 strings read 11-41 KiB
+#: a string for an MLPClassifier of width 4,096, 256 strings its 32 KiB.
+SKLEARN_PROBE_STRINGS = 256
+
+class _PeakTensors(torch.utils._python_dispatch.TorchDispatchMode):
+    """Counts the bytes of the tensors every operation allocates, while they live: the peak of
+    that count is the memory a forward pass needs beyond its inputs and parameters (any device)."""
+
+    def __init__(self):
+        super().__init__()
+        self.live = self.peak = 0
+        self.seen = {}
+
+    def _free(self, key):
+        entry = self.seen[key]
+        entry[1] -= 1
+        if entry[1] == 0:                   # the last tensor on this storage is gone
+            self.live -= entry[0]
+            del self.seen[key]
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        for t in torch.utils._pytree.tree_leaves(out):
+            if isinstance(t, torch.Tensor) and t.layout == torch.strided and t.numel():
+                key = (t.device, t.untyped_storage().data_ptr())
+                if key not in self.seen:
+                    self.seen[key] = [t.untyped_storage().nbytes(), 0]
+                    self.live += self.seen[key][0]
+                    self.peak = max(self.peak, self.live)
+                self.seen[key][1] += 1      # views share the storage: freed with the last
+                weakref.finalize(t, self._free, key)
+        return out
+
+
+def trim_memory() -> None:
+    """Give memory freed by earlier calls back to the system (glibc ``malloc_trim``): else the
+    allocator keeps it resident and the next phase adds to it, not reuses it."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None).malloc_trim(0)
+    except (OSError, AttributeError):                            # pragma: no cover - not glibc
+        pass
+
+
+def _kib(field: str) -> int:
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith(field))
+
+
+def measure_resident_bytes(fn: Callable, *args, device=None) -> int:
+    """What one call ``fn(*args)`` adds at its peak to the memory in use, measured: on CUDA the
+    allocator's peak above its start; on Linux the rise of the process's peak resident set
+    size (reset through ``/proc/self/clear_refs``), which sees the buffers of fused kernels that
+    no tensor count does; 0 where neither can be read. Call it after a warm-up call."""
+    if device is not None and torch.device(device).type == "cuda":
+        torch.cuda.synchronize(device)
+        base = torch.cuda.memory_allocated(device)
+        torch.cuda.reset_peak_memory_stats(device)
+        fn(*args)
+        torch.cuda.synchronize(device)
+        return max(0, torch.cuda.max_memory_allocated(device) - base)
+    try:
+        trim_memory()
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")                                # the peak RSS := the current RSS
+        base = _kib("VmRSS")
+        fn(*args)
+        return max(0, (_kib("VmHWM") - base) * 1024)
+    except (OSError, StopIteration, ValueError):           # not Linux, or not allowed
+        return 0
+
+
+def probe_bytes(fn: Callable, N: int, *, dtype=torch.float32, device=None, limit=None,
+                count: bool = True, strings: int = PROBE_STRINGS) -> int:
+    """Bytes one string of length N costs in a call ``fn(x)``, measured on one string first and
+    then on ``strings`` strings (fewer when that many would not fit ``limit`` bytes, so a
+    model too large for the budget is refused from one string): the larger of the peak of the
+    tensors the call allocates (:func:`measure_peak_bytes`, times ``PROBE_FACTOR``; with
+    ``count``) and the memory it adds at its peak (:func:`measure_resident_bytes`, times
+    ``RESIDENT_FACTOR``)."""
+    def per_string(k):
+        x = torch.zeros(k, N, dtype=dtype, device=device)
+        x[::2] = 1
+        counted = PROBE_FACTOR * measure_peak_bytes(fn, x)       # also the warm-up call
+        resident = RESIDENT_FACTOR * measure_resident_bytes(fn, x, device=device)
+        return int(max(counted if count else 0, resident) / k) + 1
+
+    one = per_string(1)
+    k = strings if limit is None else min(strings, int(limit // one))
+    return one if k <= 1 else per_string(k)
+
+
+_MEASURED: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def callable_bytes(classifier, N: int, dtype=torch.float32, device=None, limit=None) -> int:
+    """What one string costs in a call of a classifier without ``memory_per_string`` (a plain
+    function, a module), measured by :func:`probe_bytes` once per classifier and N; 0 when the
+    probe call fails (the profiler's own call then says why)."""
+    try:
+        cache = _MEASURED.setdefault(classifier, {})
+    except TypeError:                                   # not weakly referable: not cached
+        cache = {}
+    k = (N, dtype, str(device))
+    if k not in cache:
+        try:
+            with torch.no_grad():
+                cache[k] = probe_bytes(classifier, N, dtype=dtype, device=device, limit=limit)
+        except Exception:                               # noqa: BLE001 - reported by the real call
+            return 0
+    return cache[k]
+
+
+def measure_peak_bytes(fn: Callable, *args) -> int:
+    """The peak bytes of the tensors ``fn(*args)`` allocates while they are alive (counted per
+    operation through a dispatch mode, on any device; parameters and inputs not counted)."""
+    counter = _PeakTensors()
+    with counter:
+        out = fn(*args)
+    del out
+    return counter.peak

@@ -224,7 +224,7 @@ def test_item3_every_error_names_the_fix():
 # ---- item 4: memory -----------------------------------------------------------------------------
 MEASURE = r"""
 import json, sys, torch, transformers, sensbook as sb
-from sensbook.adapters import _kib as kib, trim_memory as _trim
+from sensbook.memory import _kib as kib, trim_memory as _trim
 from tests.test_adapters import EncoderCLS
 torch.set_num_threads(1)
 a = json.loads(sys.argv[1])

@@ -20,7 +20,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 MEASURE = r"""
 import json, sys, torch, sensbook as sb
-from sensbook.adapters import trim_memory
+from sensbook.memory import trim_memory
 torch.set_num_threads(1)
 a = json.loads(sys.argv[1])
 def kib(k):

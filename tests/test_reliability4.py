@@ -120,7 +120,7 @@ def test_38_5_one_string_is_probed_first_and_refused_from_it():
 
 MEASURE = r"""
 import json, sys, warnings, torch, sensbook as sb
-from sensbook.adapters import trim_memory
+from sensbook.memory import trim_memory
 warnings.simplefilter("ignore")
 torch.set_num_threads(1)
 a = json.loads(sys.argv[1])

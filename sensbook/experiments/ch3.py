@@ -161,7 +161,7 @@ def _ch3_worst_configs(scale):
 #: sizes (times the box's half-width B) decay from LR[0] to LR[1] over each run.
 #: At eps = 0 the danger-zone start already reaches the box's ceiling 2 B D, so the ladder
 #: starts at half the steps there.
-LADDER = dict(ci=dict(steps=30, cap=120), book=dict(steps=60, cap=240),
+LADDER = dict(ci=dict(steps=60, cap=240), book=dict(steps=60, cap=240),
               paper=dict(steps=150, cap=2400))
 LR = [0.5, 0.01]
 
@@ -169,7 +169,7 @@ LR = [0.5, 0.01]
 #: ``unmarked``: the B at which the scan also runs without the feature 1[n = 1] (eps = 0 and
 #: 0.1 at B = 1, eps = 0.1 below).
 BOX = dict(
-    ci=dict(B=[0.03, 0.125, 1.0], eps=[0.0, 0.1], Ns=[8, 32, 128], P=2, unmarked=[0.125, 1.0]),
+    ci=dict(B=[0.03, 1.0], eps=[0.0, 0.1], Ns=[8, 32, 128], P=2, unmarked=[1.0]),
     book=dict(B=[0.03, 0.06, 0.125, 1.0], eps=[0.0, 0.1], Ns=[8, 32, 128, 256], P=3,
               unmarked=[0.125, 1.0]),
     paper=dict(B=[0.03, 0.045, 0.06, 0.09, 0.125, 0.18, 0.25, 0.35, 0.5, 0.7, 1.0],
@@ -227,8 +227,8 @@ def crossover(cell) -> tuple | None:
     """N*: where the hard-attention line through the shortest length (N |Delta T| growing like
     N from its value there) reaches the value at the longest, N_max best(N_max) / best(N_min),
     with the range it takes over the last two runs of the search at both lengths (the search's
-    own uncertainty). None unless every length of the cell converged and N* lies strictly
-    between N_min and N_max (otherwise it brackets nothing: hard attention throughout, or the
+    own uncertainty). None unless every length of the cell converged and N* lies inside
+    (2 N_min, N_max / 2) (otherwise it brackets nothing: hard attention throughout, or the
     1/N regime from the start)."""
     if not cell["converged"].all():
         return None
@@ -236,7 +236,7 @@ def crossover(cell) -> tuple | None:
     vals = [Ns[-1] * hi / lo for hi in (cell["best"][-1], cell["prev"][-1])
             for lo in (cell["best"][0], cell["prev"][0])]
     n_star = Ns[-1] * cell["best"][-1] / cell["best"][0]
-    if not Ns[0] < n_star < Ns[-1]:
+    if not 2 * Ns[0] < n_star < Ns[-1] / 2:
         return None
     return float(n_star), float(min(vals)), float(max(vals))
 

@@ -30,7 +30,7 @@ from .boolean import (FIRST, MAJORITY, MAX_EXHAUSTIVE_N, PARITY, BooleanFunction
                       sparse_parity, strings, strings_to_index)
 from .certify import Bounds, certified_radius, output_bounds
 from .constructions import (CONSTRUCTIONS, construction_parameters, first_transformer,
-                            first_hard_transformer, score_gap,
+                            first_hard_transformer, count_threshold_transformer, score_gap,
                             majority_transformer, parity_transformer)
 from .geometry import (Recognition, blowup_bound, danger_center, distinct_functions,
                        exceedance, exhaustive_influence, flip_bits, flip_influence,
@@ -38,7 +38,7 @@ from .geometry import (Recognition, blowup_bound, danger_center, distinct_functi
                        random_strings, recognition, small_ball_cdf, small_ball_exponent,
                        with_flips)
 from .hinge import (flip_hinge, flip_sensitivity, lemma29_ratio, lemma29_slope,
-                    maximise_influence)
+                    maximise_influence, converged_influence)
 from .model import INITS, Recognizer, Trace, blowup, num_parameters, positional_features
 from .profile import (ACCEPT, NONFINITE, REJECT, UNDECIDED, Profile, classify, profile_from_table,
                       random_function_profiles, rounding_margin, sampled_profile,

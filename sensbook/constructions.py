@@ -33,7 +33,7 @@ from .model import Recognizer
 from .settings import LONG_N, progress
 
 __all__ = ["parity_transformer", "first_transformer", "first_hard_transformer",
-           "majority_transformer", "construction_parameters", "score_gap", "CONSTRUCTIONS",
+           "majority_transformer", "count_threshold_transformer", "construction_parameters", "score_gap", "CONSTRUCTIONS",
            "BUILDERS", "target"]
 
 
@@ -278,6 +278,42 @@ def majority_transformer(N: int | None = None, *, eps: float = 0.0, dtype=torch.
     """An exact MAJORITY recognizer for odd N (accept iff more ones than zeros), T = +-1 at
     eps = 0; D = 8, L = 1, H = 1. For even N a tie string gives a zero eos vector: T = NaN."""
     return _build("MAJORITY", N, eps, dtype, device)
+
+
+def count_threshold_transformer(k: int, N: int, *, B: float = 1.0, eps: float = 0.0,
+                                dtype=torch.float64, device=None) -> Recognizer:
+    """A danger-zone theta inside the box [-B, B]^M (0 < B <= 1) whose largest flip on a string
+    with ``k`` ones of length ``N`` is 2 B D, the most any theta of the box allows, at eps = 0.
+
+    The worst-case architecture (D = 12, L = 2, H = 1, F = 8). The tokens are 0 and B v
+    (v = (1, -1, 1, ...), mean 0, variance 1), eos and the positional map 0; layer 1 attends
+    uniformly (zero queries and keys), W_v = W_o = B I and b_o = -B^3 t / (N + 1) v with the
+    threshold t = k + 1/2 (k - 1/2 when k = N), so the first layer norm's input at eos is
+    B^3 (k' - t) / (N + 1) v for a string with k' ones: variance of order (B^3 / N)^2, a danger
+    zone that layer norm with eps = 0 maps to sign(k' - t) v exactly. Everything else is 0 except
+    the readout w = B v, so T = B D sign(k' - t): flipping a bit that moves k' across t moves T
+    by 2 B D, and |T(x) - T(x')| <= B ||y - y'||_1 <= 2 B D for every theta of the box (a layer
+    norm's output has ||y||_2^2 <= D). With eps > 0 each of the four layer norms amplifies
+    the small input by at most 1/sqrt(eps) (Lemma 3.2), so in a small box the same theta's
+    flip falls like 1/N: the start the search needs at eps = 0."""
+    check_n(N)
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 0 <= k <= N:
+        raise ValueError(f"k must be an integer in [0, N={N}], got {k!r}")
+    if not (isinstance(B, (int, float)) and 0 < B <= 1):
+        raise ValueError(f"B must be a number in (0, 1], got {B!r}")
+    D, F = 12, 8
+    v = torch.tensor([(-1.0) ** j for j in range(D)], dtype=torch.float64)
+    t = k + 0.5 if k < N else k - 0.5
+    p = {"tok": torch.stack([0 * v, B * v, 0 * v]),
+         "layers.0.Wv": B * torch.eye(D, dtype=torch.float64),
+         "layers.0.Wo": B * torch.eye(D, dtype=torch.float64),
+         "layers.0.bo": -B**3 * t / (N + 1) * v,
+         "layers.1.W1": torch.zeros(D, F, dtype=torch.float64),
+         "layers.0.W1": torch.zeros(D, F, dtype=torch.float64),
+         "w": B * v}
+    if not (isinstance(eps, (int, float)) and math.isfinite(eps) and eps >= 0):
+        raise ValueError(f"eps must be a finite number >= 0, got {eps!r}")
+    return Recognizer.from_parameters(p, eps=eps, H=1, dtype=dtype, device=device)
 
 
 BUILDERS = {"PARITY": parity_transformer, "FIRST": first_transformer,

@@ -14,7 +14,9 @@ that hinge for populations of :class:`sensbook.Recognizer` models:
 * :func:`flip_sensitivity`: the number of flipped bits whose label (margin xi) differs from
   that of x (the sensitivity of x restricted to those bits);
 * :func:`maximise_influence`: the worst case over theta in a box of the largest flip,
-  max_i |T(x) - T(x xor e_i)|, by gradient ascent (what Cor. 3.3/3.4 bound for every theta).
+  max_i |T(x) - T(x xor e_i)|, by gradient ascent (what Cor. 3.3/3.4 bound for every theta);
+* :func:`converged_influence`: that search repeated with doubled step counts until doubling
+  changes the best flip found by less than 10 % (or a cap is reached: censored).
 """
 from __future__ import annotations
 
@@ -28,7 +30,7 @@ from .profile import ACCEPT, REJECT, check_memory_mb, classify
 from .settings import progress
 
 __all__ = ["flip_hinge", "lemma29_ratio", "lemma29_slope", "flip_sensitivity",
-           "maximise_influence"]
+           "maximise_influence", "converged_influence"]
 
 
 def _check_model(model):
@@ -203,3 +205,39 @@ def maximise_influence(model: Recognizer, x, bits, *, steps: int = 150,
                   before_step=lambda t: starts.append(largest()) if t == 0 else None)
     start = starts[0].double().cpu().numpy()
     return start, largest().double().cpu().numpy()
+
+
+def converged_influence(make, x, bits, *, steps: int, cap: int, lr: tuple = (0.5, 0.01),
+                        box: float = 1.0, tol: float = 0.1) -> dict:
+    """:func:`maximise_influence` run to convergence: from the same starts (``make()`` builds
+    them afresh, a :class:`~sensbook.Recognizer` population) with ``steps``, 2 ``steps``,
+    4 ``steps``, ... until doubling the step count changes the best flip (the largest over the
+    starts of their start and end values: every theta evaluated is a lower bound on the worst
+    case) by less than ``tol`` of the larger of the two, or until the next doubling would pass
+    ``cap``: then the cell is *censored* (``converged`` False) and must not be read as the worst
+    case. Returns ``steps`` (the step counts run), ``start`` (P,), ``ends`` (one (P,) array per
+    step count), ``best`` (one float per step count), ``converged`` and ``model`` (the last
+    run's end points)."""
+    steps, cap = (int(v) for v in (steps, cap))
+    if steps < 1 or cap < 2 * steps:
+        raise ValueError(f"steps must be >= 1 and cap >= 2 steps (one doubling), got steps={steps}, "
+                         f"cap={cap}")
+    if not 0 < tol < 1:
+        raise ValueError(f"tol must be in (0, 1), got {tol!r}")
+    out = {"steps": [], "ends": [], "best": [], "converged": False}
+    s = steps
+    while s <= cap:
+        model = make()
+        start, end = maximise_influence(model, x, bits, steps=s, lr=lr, box=box)
+        out["steps"].append(s)
+        out["start"] = start
+        out["ends"].append(end)
+        out["best"].append(float(max(start.max(), end.max())))
+        out["model"] = model
+        if len(out["best"]) > 1:
+            a, b = out["best"][-2:]
+            if a == b or abs(b - a) < tol * max(a, b):
+                out["converged"] = True
+                break
+        s *= 2
+    return out

@@ -192,3 +192,47 @@ def test_mark_first_flag_is_checked_and_kept():
     assert not sb.perturb(m.select([0]), 0.1, 2).mark_first
     phi = sb.positional_features(5, mark_first=False)
     assert (phi[:, 2] == 0).all() and torch.equal(phi[:, :2], sb.positional_features(5)[:, :2])
+
+
+# ---- the danger-zone threshold (chapter 3's start at eps = 0) -----------------------------
+@pytest.mark.parametrize("B", [0.03, 0.5, 1.0])
+@pytest.mark.parametrize("N", [5, 40])
+def test_count_threshold_reaches_the_box_ceiling_through_a_danger_zone(B, N):
+    """In the box, flips of the bits that cross the count threshold move T by exactly 2 B D
+    (the ceiling), the others by 0; the first layer norm's input at eos has variance
+    (B^3 / (2 (N + 1)))^2 (v has variance 1); at eps = 0.1 in a small box the same theta
+    barely flips."""
+    D = 12
+    x = sample(N, 3, N)
+    for row in x:
+        k = int(row.sum())
+        m = sb.count_threshold_transformer(k, N, B=B)
+        assert (m.D, m.L, m.H, m.F) == (12, 2, 1, 8) and m.flat().abs().max() <= B
+        dT = sb.flip_hinge(m, row[None], blowups=False)["dT"][0, 0]
+        cross = row == 0 if k < N else row == 1
+        assert torch.allclose(dT[cross], torch.full_like(dT[cross], 2 * B * D), rtol=1e-12)
+        assert dT[~cross].abs().max() < 1e-12 if (~cross).any() else True
+        _, tr = m.trace(row[None])
+        want = (B**3 / (2 * (N + 1))) ** 2
+        assert abs(tr.variances[0, 0, 0, -1].item() / want - 1) < 1e-9
+        if B < 0.1:           # a small box: with eps > 0 the layer norms cannot restore it
+            dT1 = sb.flip_hinge(sb.count_threshold_transformer(k, N, B=B, eps=0.1), row[None],
+                                blowups=False)["dT"]
+            assert dT1.max() < 0.01 * 2 * B * D
+
+
+def test_no_theta_of_the_box_passes_the_ceiling():
+    """The ceiling 2 B D, checked against random points of a small box."""
+    B, N = 0.2, 9
+    m = sb.Recognizer.random(64, 12, 2, 1, 8, init="uniform", scale=B, seed=3,
+                             dtype=torch.float64)
+    dT = sb.flip_hinge(m, sample(N, 20, 0), blowups=False)["dT"]
+    assert dT.max() <= 2 * B * 12
+
+
+def test_count_threshold_rejects_bad_arguments():
+    for kw, match in [(dict(k=-1, N=4), "k must"), (dict(k=5, N=4), "k must"),
+                      (dict(k=1, N=4, B=0.0), "B must"), (dict(k=1, N=4, B=2.0), "B must"),
+                      (dict(k=1, N=4, eps=-1.0), "eps must")]:
+        with pytest.raises(ValueError, match=match):
+            sb.count_threshold_transformer(**kw)

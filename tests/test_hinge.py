@@ -146,3 +146,43 @@ def test_lemma29_slope_recovers_a_known_power_and_its_envelope():
         lemma29_slope(y, bb, q=1.5)
     with pytest.raises(ValueError, match="one shape"):
         lemma29_slope(y[:, :3], bb)
+
+
+# ---- issue 34: the search run to convergence ------------------------------------------------
+def test_converged_influence_doubles_until_the_best_flip_settles():
+    """From the danger-zone threshold at eps = 0 the best flip is the ceiling 2 B D from the
+    start: the first doubling changes nothing and the search stops there; the random starts
+    still moved (different end points for different step counts)."""
+    N, B = 12, 0.1
+    x = sb.random_strings(N, 1, seed=1).double()
+    start = sb.count_threshold_transformer(int(x.sum()), N, B=B)
+    rnd = sb.Recognizer.random(2, 12, 2, 1, 8, init="uniform", scale=B, seed=0,
+                               dtype=torch.float64)
+    make = lambda: rnd.like(3).set_flat(torch.cat([start.flat(), rnd.flat()]))
+    r = sb.converged_influence(make, x, sb.flip_bits(N, 4), steps=5, cap=40,
+                               lr=(0.5 * B, 0.01 * B), box=B)
+    assert r["steps"] == [5, 10] and r["converged"]
+    assert r["best"] == pytest.approx([2 * B * 12] * 2, rel=1e-9)
+    assert not np.array_equal(r["ends"][0][1:], r["ends"][1][1:])
+    assert np.array_equal(r["start"], sb.flip_hinge(make(), x, blowups=False)["dT"].amax((1, 2))
+                          .numpy())
+
+
+def test_converged_influence_censors_at_the_cap():
+    """A few-step search of random starts (the flip still grows several-fold per doubling)
+    reaches the cap unconverged: every step count up to the cap is run, none beyond."""
+    m = lambda: sb.Recognizer.random(2, 6, 1, 1, init="uniform", seed=0, dtype=torch.float64)
+    x = sb.random_strings(8, 1, seed=0)
+    r = sb.converged_influence(m, x, sb.flip_bits(8, 4), steps=1, cap=4, lr=(0.05, 1e-4))
+    assert r["steps"] == [1, 2, 4] and len(r["ends"]) == 3
+    b = r["best"]
+    assert r["converged"] == (abs(b[-1] - b[-2]) < 0.1 * max(b[-2:]))
+
+
+@pytest.mark.parametrize("kw, match", [(dict(steps=0, cap=4), "steps must"),
+                                       (dict(steps=4, cap=7), "cap"),
+                                       (dict(steps=2, cap=4, tol=1.0), "tol")])
+def test_converged_influence_rejects_bad_arguments(kw, match):
+    m = lambda: sb.Recognizer.random(1, 4, 1, dtype=torch.float64)
+    with pytest.raises(ValueError, match=match):
+        sb.converged_influence(m, sb.random_strings(4, 1), [0], **kw)

@@ -86,6 +86,10 @@ MUTANTS = (
            "hinge.py", "    model = _check_model(model)\n    x = torch.as_tensor(x).to(model.dtype)",
            "    model = _check_model(model)\n    model.eps = 0.0  # mutant\n"
            "    x = torch.as_tensor(x).to(model.dtype)", ("ch3_eps_positive",)),
+    Mutant("search-ignores-steps", "the worst-case flip search runs a fixed 30 steps whatever "
+           "step count it is given (so doubling the steps changes nothing)",
+           "hinge.py", "ascend_in_box(model, log_flip, steps=steps,",
+           "ascend_in_box(model, log_flip, steps=30,", ("ch3_eps_positive",)),
     Mutant("beta-sum-not-product", "the blowup beta sums the layer norms' factors tau instead "
            "of multiplying them (Lemma 2.9)",
            "model.py", "tau.prod(-1))", "tau.sum(-1))", ("ch4_eps_zero", "ch3_eps_positive")),

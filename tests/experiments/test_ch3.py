@@ -21,10 +21,41 @@ def test_recognition_runner_splits_models_consistently():
     assert r["distinct"] == sb.distinct_functions(sb.classify(T, 0.02))
 
 
-def test_worst_influence_runner_starts_from_the_construction():
-    c = dict(eps=0.0, N=8, start="FIRST", P=1, K=4, steps=3, lr=[0.05, 1e-4], seed=8,
-             **ch3.WORST_ARCH)
-    r = ch3.worst_influence_one(c)
-    per_bit = np.array(r["per_bit"])[0]
-    assert per_bit[0] == pytest.approx(2.0) and np.abs(per_bit[1:]).max() < 1e-12
-    assert r["start"][0] == pytest.approx(2.0) and np.isfinite(r["end"]).all()
+def test_box_scan_runner_reaches_the_ceiling_at_eps_0_and_records_every_run():
+    """At eps = 0 the danger-zone start holds the ceiling 2 B D: the ladder converges at its
+    first doubling; the record has one end array per step count, starts in the order hard
+    construction, danger zone, random."""
+    c = dict(B=0.1, eps=0.0, N=8, P=1, K=4, lr=ch3.LR, seed=8, mark_first=True, steps=4,
+             cap=16, **ch3.WORST_ARCH)
+    r = ch3.box_scan_one(c)
+    assert r["converged"] and r["steps"] == [4, 8] and len(r["ends"]) == 2
+    assert r["n_fixed"] == 2 and len(r["start"]) == 3
+    assert r["start"][1] == pytest.approx(2 * 0.1 * 12, rel=1e-9)
+    assert r["best"] == pytest.approx([2 * 0.1 * 12] * 2, rel=1e-9)
+    cells = ch3.box_curves([c], [r])
+    cell = cells[0.1, 0.0, True]
+    assert cell["ceiling"] == pytest.approx(2.4) and cell["random"].shape == (1, 1)
+
+
+def _cell(best, prev, converged, Ns=(8, 32, 128)):
+    return dict(Ns=np.array(Ns), best=np.array(best, float), prev=np.array(prev, float),
+                converged=np.array(converged))
+
+
+def test_crossover_only_for_converged_cells_strictly_inside_the_lengths():
+    # N |Delta T| = 8 * 1.0 at N = 8, 128 * 0.25 at 128: N* = 128 * 0.25 / 1 = 32, inside
+    # (2 N_min, N_max / 2) = (16, 64); near N_max (hard attention) it brackets nothing
+    n, lo, hi = ch3.crossover(_cell([1.0, 0.5, 0.25], [0.9, 0.5, 0.25], [True] * 3))
+    assert n == pytest.approx(32) and lo == pytest.approx(32) and hi == pytest.approx(32 / 0.9)
+    assert ch3.crossover(_cell([1.0, 0.5, 0.25], [1.0, 0.5, 0.25], [True, False, True])) is None
+    assert ch3.crossover(_cell([1.0, 1.0, 1.0], [1.0, 1.0, 1.0], [True] * 3)) is None  # hard
+    assert ch3.crossover(_cell([1.0, 1.0, 0.9], [1.0, 1.0, 0.9], [True] * 3)) is None
+    assert ch3.crossover(_cell([1.0, 0.2, 0.05], [1.0, 0.2, 0.05], [True] * 3)) is None  # 1/N
+
+
+def test_dictator_positions_and_configs():
+    assert ch3.dictator_positions(13) == [1, 2, 7] and ch3.dictator_positions(64) == [1, 2, 32]
+    for scale in ("ci", "book"):
+        cs = ch3._ch3_dictator_configs(scale)
+        assert {(c["N"], c["i"]) for c in cs} == {(N, i) for N in ch3.DICTATORS[scale]["Ns"]
+                                                   for i in ch3.dictator_positions(N)}

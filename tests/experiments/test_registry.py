@@ -85,7 +85,8 @@ def _paper_rows():
     reg = registry()                      # speed-up: the cost model now over the time measured
     speedup = {r["experiment"]: reg[r["experiment"]].cost(
                    reg[r["experiment"]].configs("paper")[r["index"]]) / r["seconds"]
-               for r in sample["rows"] if "seconds" in r and not r["censored"]}
+               for r in sample["rows"]
+               if "seconds" in r and not r["censored"] and r["experiment"] in reg}
     n, cost, gpu = defaultdict(int), defaultdict(float), defaultdict(float)
     for e in reg.values():
         n[e.chapter] += len(e.configs("paper"))

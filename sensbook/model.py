@@ -45,6 +45,14 @@ from .boolean import check_int, check_n, check_real, check_seed, check_strings
 from .settings import check_device
 
 INITS = ("uniform", "gaussian", "xavier_uniform", "xavier_normal")
+
+#: Bytes of activations per tile of a gradient-free CPU forward (:meth:`Recognizer.tile`): the
+#: FFN's hidden layer and the projections of a tile stay in the L2/L3 cache between kernels.
+#: Measured by benchmarks/bench.py (2-core EPYC, 1 MiB L2 per core, 32 MiB L3).
+TILE_BYTES = 4 << 20
+#: Positions per model in a tile: enough rows for an efficient matmul, few enough to leave
+#: room for several models.
+TILE_ROWS = 1024
 EOS = 2  # token ids: 0, 1, eos
 
 
@@ -103,6 +111,16 @@ def add_parameters(module: nn.Module, D: int, L: int, F: int, zeros) -> None:
         layer.W1, layer.b1, layer.W2 = zeros(D, F), zeros(F), zeros(F, D)
         module.layers.append(layer)
     module.w, module.omega = zeros(D), zeros()
+
+
+class _Slice:
+    """A layer's parameters restricted to a slice of the population axis (views, no copies)."""
+
+    def __init__(self, layer, models):
+        self._layer, self._models = layer, models
+
+    def __getattr__(self, name):
+        return getattr(self._layer, name)[self._models]
 
 
 class ScoreModule(nn.Module):
@@ -279,22 +297,27 @@ class Recognizer(ScoreModule):
             rec.append((var.squeeze(-1), d))
         return c / torch.sqrt(var + self._eps)
 
-    def _embed(self, x):
-        """y^0: (P, B, N+1, D) from x of shape (B, N) or (P, B, N)."""
-        x = check_strings(x)
+    def _embed(self, x, models=slice(None), checked=False):
+        """y^0: (P', B, N+1, D) for the models ``models`` from x of shape (B, N), (P, B, N),
+        or (P', B, N) already restricted to them (``checked``: x was validated by the caller)."""
+        x = x if checked else check_strings(x)
+        tok, pos = self.tok[models], self.pos[models]
+        P = tok.shape[0]
         if x.dim() == 2:
             x = x.unsqueeze(0)
-        if x.dim() != 3 or x.shape[0] not in (1, self.P):
+        if x.dim() == 3 and x.shape[0] == self.P != P:
+            x = x[models]
+        if x.dim() != 3 or x.shape[0] not in (1, P):
             raise ValueError(f"x must have shape (B, N) or (P, B, N) with P={self.P}, got {tuple(x.shape)}")
         N = check_n(x.shape[-1])
         x = x.to(device=self.device, dtype=self.dtype)
-        e0, e1, eos = self.tok[:, 0], self.tok[:, 1], self.tok[:, EOS]       # (P, D)
+        e0, e1, eos = tok[:, 0], tok[:, 1], tok[:, EOS]                      # (P, D)
         bits = e0[:, None, None] + x.unsqueeze(-1) * (e1 - e0)[:, None, None]  # (P, B, N, D)
-        eos = eos[:, None, None].expand(self.P, bits.shape[1], 1, self.D)
+        eos = eos[:, None, None].expand(P, bits.shape[1], 1, self.D)
         h = torch.cat([bits, eos], dim=2)
         phi = positional_features(N, mark_first=self._mark_first, device=self.device,
                                   dtype=self.dtype)                            # (N+1, 3)
-        return h + torch.einsum("sf,pfd->psd", phi, self.pos).unsqueeze(1)
+        return h + torch.einsum("sf,pfd->psd", phi, pos).unsqueeze(1)
 
     def _affine(self, h, W, b):
         """h @ W + b per model: h (P, ..., Din), W (P, Din, Dout), b (P, Dout)."""
@@ -319,21 +342,60 @@ class Recognizer(ScoreModule):
         a = a.transpose(1, 2).reshape(P, B, hq.shape[2], D)
         return self._affine(a, lay.Wo, lay.bo)
 
-    def _run(self, x, rec=None, att=None):
-        h = self._embed(x)
+    def _run(self, x, rec=None, att=None, models=slice(None), checked=False):
+        """T for the models ``models`` (a slice of the population axis; x is (B, N), (P, B, N)
+        or already sliced); ``rec``/``att`` collect the trace's internals."""
+        h = self._embed(x, models, checked)
         for i, lay in enumerate(self.layers):
+            lay = _Slice(lay, models)
             last = rec is None and i == self.L - 1       # only eos matters at the top
             if last:
                 h = self._ln(h[:, :, -1:] + self._attention(h, lay, True, att), rec)
             else:
                 h = self._ln(h + self._attention(h, lay, False, att), rec)
-            f = self._affine(torch.relu(self._affine(h, lay.W1, lay.b1)), lay.W2, lay.b2)
-            h = self._ln(h + f, rec)
-        return (h[:, :, -1] * self.w.unsqueeze(1)).sum(-1) + self.omega.unsqueeze(1)
+            u = self._affine(h, lay.W1, lay.b1)
+            u = torch.relu_(u) if not u.requires_grad else torch.relu(u)
+            h = self._ln(h + self._affine(u, lay.W2, lay.b2), rec)
+        return (h[:, :, -1] * self.w[models].unsqueeze(1)).sum(-1) \
+            + self.omega[models].unsqueeze(1)
+
+    def tile(self, B: int, N: int) -> tuple[int, int]:
+        """(models, strings) per tile of a gradient-free forward on B strings of length N.
+
+        On a CPU a tile's activations fit ``TILE_BYTES`` (the largest, the FFN's hidden layer and
+        the projections, stay in the cache between the layer's kernels, instead of streaming
+        through memory once per kernel), with at most ``TILE_ROWS`` positions per model so that
+        each matmul keeps a few hundred rows; on a GPU one tile holds everything (the caller's
+        chunk is sized to the device's memory). Tiling never changes a result: every model and
+        string goes through the same kernels (tests/test_perf.py checks it bit for bit)."""
+        S = N + 1
+        if self.device.type != "cpu":
+            return self.P, B
+        per_row = (self.F + 3 * self.D) * torch.finfo(self.dtype).bits // 8
+        rows = max(S, TILE_BYTES // per_row)
+        strings = min(B, max(1, min(rows, TILE_ROWS) // S))
+        return min(self.P, max(1, rows // (strings * S))), strings
 
     def forward(self, x) -> torch.Tensor:
-        """T(theta, x) for every model and string: shape (P, B)."""
-        return self._run(x)
+        """T(theta, x) for every model and string: shape (P, B). Without gradients the forward
+        runs in cache-sized tiles of models x strings (:meth:`tile`)."""
+        if torch.is_grad_enabled() and any(p.requires_grad for p in self.parameters()):
+            return self._run(x)
+        x = check_strings(x)
+        if x.dim() not in (2, 3) or x.shape[-2] == 0:
+            return self._run(x, checked=True)
+        B, N = x.shape[-2], x.shape[-1]
+        g, b = self.tile(B, N)
+        if g >= self.P and b >= B:
+            return self._run(x, checked=True)
+        out = torch.empty(self.P, B, device=self.device, dtype=self.dtype)
+        per_model = x.dim() == 3 and x.shape[0] == self.P and self.P > 1
+        for p0 in range(0, self.P, g):
+            ms = slice(p0, min(p0 + g, self.P))
+            xm = x[ms] if per_model else x
+            for b0 in range(0, B, b):
+                out[ms, b0:b0 + b] = self._run(xm[..., b0:b0 + b, :], models=ms, checked=True)
+        return out
 
     @torch.no_grad()
     def trace(self, x, *, inputs: bool = False):

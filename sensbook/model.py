@@ -53,6 +53,10 @@ TILE_BYTES = 4 << 20
 #: Positions per model in a tile: enough rows for an efficient matmul, few enough to leave
 #: room for several models.
 TILE_ROWS = 1024
+#: The fewest rows of any matmul in a gradient-free CPU forward: MKL multiplies 1-3 rows, or
+#: matrices of at most ``SMALL_GEMM`` multiply-adds, with other kernels (other rounding), so
+#: smaller batches are padded and no tile is smaller (:meth:`Recognizer.min_rows`).
+MIN_ROWS, SMALL_GEMM = 4, 384
 EOS = 2  # token ids: 0, 1, eos
 
 
@@ -362,39 +366,56 @@ class Recognizer(ScoreModule):
     def tile(self, B: int, N: int) -> tuple[int, int]:
         """(models, strings) per tile of a gradient-free forward on B strings of length N.
 
-        On a CPU a tile's activations fit ``TILE_BYTES`` (the largest, the FFN's hidden layer and
-        the projections, stay in the cache between the layer's kernels, instead of streaming
-        through memory once per kernel), with at most ``TILE_ROWS`` positions per model so that
-        each matmul keeps a few hundred rows; on a GPU one tile holds everything (the caller's
-        chunk is sized to the device's memory). Tiling never changes a result: every model and
-        string goes through the same kernels (tests/test_perf.py checks it bit for bit)."""
+        On a CPU a tile's activations fit ``TILE_BYTES`` (the FFN's hidden layer and the
+        projections stay in the cache between the layer's kernels instead of streaming through
+        memory once per kernel), with at most ``TILE_ROWS`` positions per model, so each matmul
+        keeps a few hundred rows; on a GPU one tile holds everything (the caller's chunk is sized
+        to the device's memory). Tiling never changes a result (see :meth:`forward`)."""
         S = N + 1
         if self.device.type != "cpu":
             return self.P, B
         per_row = (self.F + 3 * self.D) * torch.finfo(self.dtype).bits // 8
         rows = max(S, TILE_BYTES // per_row)
-        strings = min(B, max(1, min(rows, TILE_ROWS) // S))
+        strings = min(B, max(self.min_rows(), min(rows, TILE_ROWS) // S))
         return min(self.P, max(1, rows // (strings * S))), strings
 
+    def min_rows(self) -> int:
+        """Strings per call below which the forward pads (see ``MIN_ROWS``): the top layer's
+        matmuls have one row per string, and the smallest is (rows, D) x (D, min(D, F))."""
+        return max(MIN_ROWS, SMALL_GEMM // (self.D * min(self.D, self.F)) + 1)
+
     def forward(self, x) -> torch.Tensor:
-        """T(theta, x) for every model and string: shape (P, B). Without gradients the forward
-        runs in cache-sized tiles of models x strings (:meth:`tile`)."""
+        """T(theta, x) for every model and string: shape (P, B).
+
+        Without gradients the forward runs in cache-sized tiles of models x strings
+        (:meth:`tile`), and every matmul has at least :meth:`min_rows` rows (a batch of fewer
+        strings is padded): a tiny matmul takes another kernel with other rounding, so this way
+        T(theta, x) is the same float whatever batch x comes in and however it is tiled (the
+        profiler's chunks never change a bit; tests/test_perf.py checks D = 4 ... 64)."""
         if torch.is_grad_enabled() and any(p.requires_grad for p in self.parameters()):
             return self._run(x)
-        x = check_strings(x)
+        meta = isinstance(x, torch.Tensor) and x.device.type == "meta"   # shapes only
+        x = x if meta else check_strings(x)
         if x.dim() not in (2, 3) or x.shape[-2] == 0:
             return self._run(x, checked=True)
         B, N = x.shape[-2], x.shape[-1]
+        if B < self.min_rows() and self.device.type == "cpu":
+            pad = x[..., :1, :].expand(*x.shape[:-2], self.min_rows() - B, N)
+            return self.forward(torch.cat([x, pad], -2))[:, :B]
         g, b = self.tile(B, N)
         if g >= self.P and b >= B:
             return self._run(x, checked=True)
         out = torch.empty(self.P, B, device=self.device, dtype=self.dtype)
         per_model = x.dim() == 3 and x.shape[0] == self.P and self.P > 1
+        cuts = list(range(0, B, b))
+        if B - cuts[-1] < self.min_rows():             # no tile smaller than that either
+            cuts.pop()
+        cuts.append(B)
         for p0 in range(0, self.P, g):
             ms = slice(p0, min(p0 + g, self.P))
             xm = x[ms] if per_model else x
-            for b0 in range(0, B, b):
-                out[ms, b0:b0 + b] = self._run(xm[..., b0:b0 + b, :], models=ms, checked=True)
+            for b0, b1 in zip(cuts[:-1], cuts[1:]):
+                out[ms, b0:b1] = self._run(xm[..., b0:b1, :], models=ms, checked=True)
         return out
 
     @torch.no_grad()

@@ -29,8 +29,8 @@ import torch
 
 from .adapters import check_mode, explain_call, explain_output
 from .adapters import trim_memory, user_stacklevel
-from .boolean import (MAX_EXHAUSTIVE_N, check_int, check_n, check_real, check_seed,
-                      index_to_strings)
+from .boolean import (MAX_EXHAUSTIVE_N, _check_positions, _positions, check_int, check_n,
+                      check_real, check_seed, index_to_strings)
 from .settings import check_device, progress as _progress
 
 REJECT, ACCEPT, UNDECIDED, NONFINITE = 0, 1, -1, -2
@@ -209,12 +209,29 @@ def _string_bytes(classifier, N, dtype=torch.float32) -> int:
     return int(est(N)) + 16 + (8 + elt) * N + P * (2 * elt + 16)
 
 
+#: The working budget (MiB) of the profilers on a CPU when ``memory_mb`` is not given.
+DEFAULT_MEMORY_MB = 256
+
+
+def resolve_memory_mb(memory_mb, device) -> float:
+    """``memory_mb``, or when None the device's default: ``DEFAULT_MEMORY_MB`` on a CPU, half
+    of the free memory of a CUDA device (``torch.cuda.mem_get_info``, read once per profile),
+    so that chunks are sized to the device: a CPU-sized budget starves a GPU."""
+    if memory_mb is not None:
+        return check_memory_mb(memory_mb)
+    device = torch.device(device) if device is not None else torch.device("cpu")
+    if device.type == "cuda":
+        return max(DEFAULT_MEMORY_MB, torch.cuda.mem_get_info(device)[0] / 2 / 2**20)
+    return DEFAULT_MEMORY_MB
+
+
 def plan_chunk(classifier, N, memory_mb=256, chunk_size=None, per_item=1, dtype=None):
     """Strings per classifier call: ``chunk_size`` if given, else the largest number of items
     (a string, or a string with its N flips when ``per_item = N + 1``) whose activations fit
     ``memory_mb`` by the classifier's ``memory_per_string(N)`` estimate plus the profiler's own
     arrays per string (input in ``dtype``, default the classifier's), and, for a
-    :class:`sensbook.Recognizer`-like classifier (with attribute ``P``), at most
+    population classifier (with attribute ``P``) that does not tile its own forward into
+    cache-sized pieces (a ``tile`` method, as :class:`sensbook.Recognizer` has), at most
     ``CACHE_ROWS`` positions x models. Without an estimate: 64 (N+1) bytes per string, and at
     most 2^16 strings. The chunk never depends on 2^N, so memory beyond the output does not grow
     with it; it never changes a result either. (The profilers also check that the chunk fits:
@@ -230,7 +247,7 @@ def plan_chunk(classifier, N, memory_mb=256, chunk_size=None, per_item=1, dtype=
             dtype = dt if isinstance(dt, torch.dtype) and dt.is_floating_point else torch.float32
         step = int(memory_mb * 2**20 // (_string_bytes(classifier, N, dtype) * per_item))
         P = getattr(classifier, "P", None)
-        if isinstance(P, int) and P >= 1:
+        if isinstance(P, int) and P >= 1 and not callable(getattr(classifier, "tile", None)):
             step = min(step, CACHE_ROWS // (P * (N + 1) * per_item))
         return max(1, step)
     return max(1, min(int(memory_mb * 2**20 // (64 * (N + 1) * per_item)), 2**16 // per_item))
@@ -304,17 +321,20 @@ def _evaluate(classifier, x, margin, B, labels: _FloatLabels | None = None):
 
 @torch.no_grad()
 def truth_table(classifier, N: int, *, margin: float | str = 0.0, device=None, dtype=None,
-                memory_mb: float = 256, chunk_size: int | None = None, progress: bool = True):
+                memory_mb: float | None = None, chunk_size: int | None = None,
+                progress: bool = True):
     """Labels of the classifier on all 2^N strings: int8 tensor ``(*pop, 2^N)``.
 
     Entry ``index`` is the label of the string with that index (see :mod:`sensbook.boolean`):
     0 reject, 1 accept, -1 undecided, -2 non-finite. Memory: the table (one byte per string
     and model) plus at most ``memory_mb`` for the classifier calls (by its
-    ``memory_per_string`` estimate); a request that cannot fit is refused before any work.
+    ``memory_per_string`` estimate; default: :func:`resolve_memory_mb`); a request that cannot
+    fit is refused before any work.
     """
     N = check_n(N, maximum=MAX_EXHAUSTIVE_N)
     margin = _check_margin(margin)
     device, dtype = _where(classifier, device, dtype)
+    memory_mb = resolve_memory_mb(memory_mb, device)
     _check_table_fits(_population(classifier) * 2**N, device)
     step = check_budget(classifier, N, memory_mb, chunk_size, dtype)
     table, labels = None, _FloatLabels()
@@ -523,8 +543,9 @@ def _warn_if_mostly_undecided(p: Profile) -> Profile:
 
 @torch.no_grad()
 def sampled_profile(classifier, N: int, n_samples: int, *, margin: float | str = 0.0, seed: int = 0,
-                    device=None, dtype=None, memory_mb: float = 256, chunk_size: int | None = None,
-                    progress: bool = True) -> Profile:
+                    device=None, dtype=None, memory_mb: float | None = None,
+                    chunk_size: int | None = None, progress: bool = True,
+                    bits=None) -> Profile:
     """Estimate the profile from ``n_samples`` uniform strings, each evaluated with its N flips.
 
     Streams: each classifier call evaluates at most ``chunk_size`` (else a budget-sized number
@@ -532,38 +553,48 @@ def sampled_profile(classifier, N: int, n_samples: int, *, margin: float | str =
     kept, so memory is bounded by ``memory_mb`` whatever N and ``n_samples`` (a request whose
     single string does not fit is refused at once, with the memory it would need). The
     strings drawn depend only on ``seed``, never on the chunking.
+
+    ``bits``: flip only these 1-based positions (m of them; default all N): s counts the
+    neighbours across those bits only, so ``counts[..., k]`` is the number of sampled strings
+    with k label changes among the m flips (k <= m; the higher bins stay 0), and each string
+    costs m + 1 evaluations instead of N + 1. The strings drawn are the same as without it.
     """
     N = check_n(N)
     n_samples = check_int(n_samples, "n_samples", minimum=1)
     margin = _check_margin(margin)
     seed = check_seed(seed)
+    cols = list(range(N)) if bits is None else _positions(_check_positions(bits, "bits"), N)
+    m = len(cols)
     device, dtype = _where(classifier, device, dtype)
+    memory_mb = resolve_memory_mb(memory_mb, device)
     P = _population(classifier)
     # per string also: its item's share of the drawn block (int64 randint) and the label buffer
     step = check_budget(classifier, N, memory_mb, chunk_size, dtype, extra_per_string=8 + P)
-    block = max(1, step // (N + 1))                         # sampled strings drawn at once
+    block = max(1, step // (m + 1))                         # sampled strings drawn at once
     g = torch.Generator(device="cpu").manual_seed(seed)
     counts = und = nonf = inc = acc = 0
     labels = _FloatLabels()
-    j = torch.arange(N + 1, device=device)                 # 0: the string itself, j: flip bit j-1
+    # column flipped by row j of an item: -1 for the string itself, then the m positions
+    col = torch.tensor([-1] + cols, device=device)
     for a in _progress(range(0, n_samples, block), desc=f"sampled profile N={N}", disable=not progress):
         n = min(block, n_samples - a)
-        x = torch.randint(0, 2, (n, N), generator=g).to(device=device, dtype=torch.bool)
+        x = torch.randint(0, 2, (n, N), generator=g).to(device=device, dtype=dtype)
         labs = None
-        total = n * (N + 1)
-        for r0 in range(0, total, step):                  # strings r = item * (N+1) + j
+        total = n * (m + 1)
+        for r0 in range(0, total, step):                  # strings r = item * (m+1) + j
             r = torch.arange(r0, min(r0 + step, total), device=device)
-            item, jj = r // (N + 1), j[r % (N + 1)]
-            xs = x[item]
-            flip = jj > 0
-            xs[flip, jj[flip] - 1] ^= True
-            lab = _evaluate(classifier, xs.to(dtype), margin, len(r), labels)
+            c = col[r % (m + 1)]
+            xs = x[r // (m + 1)]
+            rows, cc = torch.arange(len(r), device=device), c.clamp(min=0)
+            v = xs[rows, cc]
+            xs[rows, cc] = torch.where(c >= 0, 1 - v, v)  # flip without a mask (no host sync)
+            lab = _evaluate(classifier, xs, margin, len(r), labels)
             del xs
             if labs is None:
                 labs = torch.empty((*lab.shape[:-1], total), dtype=torch.int8, device=lab.device)
             labs[..., r0:r0 + len(r)] = lab
             del lab
-        labs = labs.reshape(*labs.shape[:-1], n, N + 1)
+        labs = labs.reshape(*labs.shape[:-1], n, m + 1)
         base, nbs = labs[..., 0], labs[..., 1:]
         s = (nbs != base.unsqueeze(-1)).sum(-1)
         decided, bad_nb = base >= 0, (nbs < 0).any(-1)
@@ -608,6 +639,10 @@ def sensitivity_profile(classifier, N: int, *, margin: float | str = 0.0,
     undecided or non-finite comes with a warning.
     """
     if n_samples is None:
+        if kwargs.get("bits") is not None:
+            raise ValueError("bits= flips only some positions of sampled strings: pass n_samples "
+                             "as well (an exhaustive profile flips every bit)")
+        kwargs.pop("bits", None)
         N = check_n(N)
         if N > MAX_EXHAUSTIVE_N:
             raise ValueError(f"N={N} is too large for an exhaustive profile (allowed N <= "
@@ -617,7 +652,8 @@ def sensitivity_profile(classifier, N: int, *, margin: float | str = 0.0,
             check_seed(seed)
         table = truth_table(classifier, N, margin=margin, **kwargs)
         trim_memory()
-        return profile_from_table(table, memory_mb=kwargs.get("memory_mb", 256))
+        device = kwargs.get("device") or getattr(table, "device", None)
+        return profile_from_table(table, memory_mb=resolve_memory_mb(kwargs.get("memory_mb"), device))
     return sampled_profile(classifier, N, n_samples, margin=margin, **kwargs)
 
 

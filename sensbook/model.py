@@ -470,3 +470,53 @@ def blowup(model: Recognizer, x) -> torch.Tensor:
         raise ValueError(f"model must be a sensbook.Recognizer, got {type(model).__name__}: the "
                          "blowup is defined through the recognizer's layer norms")
     return model.trace(x)[1].beta
+
+
+class LowPrecision(ScoreModule):
+    """A :class:`Recognizer` evaluated with its matmuls in a low precision (``torch.bfloat16``
+    by autocast; on a GPU this is the tensor cores' path), for speed where float32 is not
+    needed: T is computed with the model's float32 parameters and layer norms, its matmuls in
+    ``dtype``, and every string whose |T| lies within the rounding bound of that precision,
+    ``rounding_bound = ulps * L * u * (|w| sqrt(D) + |omega|)`` per model (u = the dtype's unit
+    roundoff; |w| sqrt(D) bounds |T - omega| since y^L has norm sqrt(D) after its layer norm),
+    gets the score 0: undecided, never a class. A heuristic bound (the layer norms' blowups can
+    amplify rounding beyond it): tests/test_perf.py checks on random populations that every
+    string it decides has the float32 label."""
+
+    def __init__(self, model: Recognizer, dtype=torch.bfloat16, ulps: float = 16.0):
+        super().__init__()
+        if not isinstance(model, Recognizer):
+            raise ValueError(f"model must be a sensbook.Recognizer, got {type(model).__name__}")
+        if dtype not in (torch.bfloat16, torch.float16):
+            raise ValueError(f"dtype must be torch.bfloat16 or torch.float16, got {dtype!r}")
+        self.model, self.low = model, dtype
+        self.ulps = check_real(ulps, "ulps", minimum=0)
+        self.P = model.P
+
+    @property
+    def device(self):
+        return self.model.device
+
+    @property
+    def dtype(self):
+        return self.model.dtype
+
+    def rounding_bound(self) -> torch.Tensor:
+        """Per model (P,): |T| at or below this is undecided."""
+        m = self.model
+        u = torch.finfo(self.low).eps / 2
+        scale = m.w.detach().norm(dim=-1) * math.sqrt(m.D) + m.omega.detach().abs()
+        return self.ulps * m.L * u * scale
+
+    def memory_per_string(self, N: int) -> int:
+        return self.model.memory_per_string(N)
+
+    def tile(self, B: int, N: int):
+        return self.model.tile(B, N)
+
+    @torch.no_grad()
+    def forward(self, x) -> torch.Tensor:
+        with torch.autocast(self.device.type, dtype=self.low):
+            T = self.model(x)
+        T = T.to(self.model.dtype)
+        return torch.where(T.abs() <= self.rounding_bound().unsqueeze(1), torch.zeros_like(T), T)

@@ -180,3 +180,24 @@ def test_sampled_bits_flip_only_those_positions():
         sb.sensitivity_profile(m, N, n_samples=n, bits=[0])
     with pytest.raises(ValueError, match="n_samples"):
         sb.sensitivity_profile(m, N, bits=[1])
+
+
+def test_low_precision_never_counts_a_string_within_its_rounding_bound():
+    """The bfloat16 path (matmuls by autocast, on the CPU here as on a GPU): a string whose
+    |T| lies within the rounding bound is undecided, and every string it decides has the
+    float32 label (random populations of three inits)."""
+    from sensbook.model import LowPrecision
+    N = 7
+    for D, L, init in ((16, 2, "xavier_normal"), (16, 2, "uniform"), (32, 3, "gaussian")):
+        m = sb.Recognizer.random(P=8, D=D, L=L, init=init, seed=5)
+        lp = LowPrecision(m)
+        exact = sb.truth_table(m, N, progress=False)
+        fast = sb.truth_table(lp, N, progress=False)
+        decided = fast >= 0
+        assert torch.equal(fast[decided], exact[decided])
+        with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+            raw = m(sb.strings(N)).float()
+        within = raw.abs() <= lp.rounding_bound().unsqueeze(1)
+        assert bool(within.any()) and bool((fast[within] == sb.UNDECIDED).all())
+    with pytest.raises(ValueError, match="dtype"):
+        LowPrecision(m, dtype=torch.float64)

@@ -31,7 +31,7 @@ from .adapters import check_mode, explain_call, explain_output
 from .adapters import trim_memory, user_stacklevel
 from .boolean import (MAX_EXHAUSTIVE_N, _check_positions, _positions, check_int, check_n,
                       check_real, check_seed, index_to_strings)
-from .settings import check_device, progress as _progress
+from .settings import check_device, default_memory_mb, progress as _progress
 
 REJECT, ACCEPT, UNDECIDED, NONFINITE = 0, 1, -1, -2
 LABELS = (NONFINITE, UNDECIDED, REJECT, ACCEPT)
@@ -85,9 +85,9 @@ def classify(out: torch.Tensor, margin: float | str = 0.0) -> torch.Tensor:
             and bool(((out == 0) | (out == 1) | ~torch.isfinite(out)).all()):   # NaN aside
         raise ValueError(_FLOAT_LABELS)
     lab = torch.full(out.shape, UNDECIDED, dtype=torch.int8, device=out.device)
-    lab[(out > 0) & (out >= margin)] = ACCEPT
-    lab[(out < 0) & (out <= -margin)] = REJECT
-    lab[~torch.isfinite(out)] = NONFINITE
+    lab.masked_fill_((out > 0) & (out >= margin), ACCEPT)         # masked_fill_: no host sync
+    lab.masked_fill_((out < 0) & (out <= -margin), REJECT)
+    lab.masked_fill_(~torch.isfinite(out), NONFINITE)
     return lab
 
 
@@ -209,22 +209,6 @@ def _string_bytes(classifier, N, dtype=torch.float32) -> int:
     return int(est(N)) + 16 + (8 + elt) * N + P * (2 * elt + 16)
 
 
-#: The working budget (MiB) of the profilers on a CPU when ``memory_mb`` is not given.
-DEFAULT_MEMORY_MB = 256
-
-
-def resolve_memory_mb(memory_mb, device) -> float:
-    """``memory_mb``, or when None the device's default: ``DEFAULT_MEMORY_MB`` on a CPU, half
-    of the free memory of a CUDA device (``torch.cuda.mem_get_info``, read once per profile),
-    so that chunks are sized to the device: a CPU-sized budget starves a GPU."""
-    if memory_mb is not None:
-        return check_memory_mb(memory_mb)
-    device = torch.device(device) if device is not None else torch.device("cpu")
-    if device.type == "cuda":
-        return max(DEFAULT_MEMORY_MB, torch.cuda.mem_get_info(device)[0] / 2 / 2**20)
-    return DEFAULT_MEMORY_MB
-
-
 def plan_chunk(classifier, N, memory_mb=256, chunk_size=None, per_item=1, dtype=None):
     """Strings per classifier call: ``chunk_size`` if given, else the largest number of items
     (a string, or a string with its N flips when ``per_item = N + 1``) whose activations fit
@@ -328,13 +312,13 @@ def truth_table(classifier, N: int, *, margin: float | str = 0.0, device=None, d
     Entry ``index`` is the label of the string with that index (see :mod:`sensbook.boolean`):
     0 reject, 1 accept, -1 undecided, -2 non-finite. Memory: the table (one byte per string
     and model) plus at most ``memory_mb`` for the classifier calls (by its
-    ``memory_per_string`` estimate; default: :func:`resolve_memory_mb`); a request that cannot
-    fit is refused before any work.
+    ``memory_per_string`` estimate; default: :func:`sensbook.settings.default_memory_mb`); a
+    request that cannot fit is refused before any work.
     """
     N = check_n(N, maximum=MAX_EXHAUSTIVE_N)
     margin = _check_margin(margin)
     device, dtype = _where(classifier, device, dtype)
-    memory_mb = resolve_memory_mb(memory_mb, device)
+    memory_mb = default_memory_mb(device) if memory_mb is None else memory_mb
     _check_table_fits(_population(classifier) * 2**N, device)
     step = check_budget(classifier, N, memory_mb, chunk_size, dtype)
     table, labels = None, _FloatLabels()
@@ -554,10 +538,9 @@ def sampled_profile(classifier, N: int, n_samples: int, *, margin: float | str =
     single string does not fit is refused at once, with the memory it would need). The
     strings drawn depend only on ``seed``, never on the chunking.
 
-    ``bits``: flip only these 1-based positions (m of them; default all N): s counts the
-    neighbours across those bits only, so ``counts[..., k]`` is the number of sampled strings
-    with k label changes among the m flips (k <= m; the higher bins stay 0), and each string
-    costs m + 1 evaluations instead of N + 1. The strings drawn are the same as without it.
+    ``bits``: flip only these 1-based positions (m of them; default all N): ``counts[..., k]``
+    counts sampled strings with k label changes among those m flips (bins above m stay 0);
+    each string costs m + 1 evaluations instead of N + 1; the strings drawn are the same.
     """
     N = check_n(N)
     n_samples = check_int(n_samples, "n_samples", minimum=1)
@@ -566,7 +549,7 @@ def sampled_profile(classifier, N: int, n_samples: int, *, margin: float | str =
     cols = list(range(N)) if bits is None else _positions(_check_positions(bits, "bits"), N)
     m = len(cols)
     device, dtype = _where(classifier, device, dtype)
-    memory_mb = resolve_memory_mb(memory_mb, device)
+    memory_mb = default_memory_mb(device) if memory_mb is None else memory_mb
     P = _population(classifier)
     # per string also: its item's share of the drawn block (int64 randint) and the label buffer
     step = check_budget(classifier, N, memory_mb, chunk_size, dtype, extra_per_string=8 + P)
@@ -653,7 +636,8 @@ def sensitivity_profile(classifier, N: int, *, margin: float | str = 0.0,
         table = truth_table(classifier, N, margin=margin, **kwargs)
         trim_memory()
         device = kwargs.get("device") or getattr(table, "device", None)
-        return profile_from_table(table, memory_mb=resolve_memory_mb(kwargs.get("memory_mb"), device))
+        mb = kwargs.get("memory_mb")
+        return profile_from_table(table, memory_mb=default_memory_mb(device) if mb is None else mb)
     return sampled_profile(classifier, N, n_samples, margin=margin, **kwargs)
 
 
@@ -663,21 +647,3 @@ def zero_sensitivity_count(classifier, N: int, *, margin: float | str = 0.0, **k
     Theorem 4.5 of Kövér et al. (2026) lower-bounds it for almost every random transformer.
     """
     return sensitivity_profile(classifier, N, margin=margin, **kwargs).K0
-
-
-# ---- random functions (experiment E1's control) ------------------------------------------
-def random_function_profiles(N: int, n_functions: int, *, seed: int = 0,
-                             chunk: int = 256) -> np.ndarray:
-    """Exact profiles K_0..K_N of ``n_functions`` uniformly random Boolean functions on
-    {0,1}^N: int64 array (n_functions, N+1), seeded, batched."""
-    N = check_n(N, maximum=MAX_EXHAUSTIVE_N)
-    if isinstance(n_functions, bool) or not isinstance(n_functions, (int, np.integer)) \
-            or n_functions < 1:
-        raise ValueError(f"n_functions must be an integer >= 1, got {n_functions!r}")
-    g = torch.Generator().manual_seed(seed)
-    out = []
-    for a in _progress(range(0, n_functions, chunk), desc=f"random functions N={N}"):
-        n = min(chunk, n_functions - a)
-        tables = torch.randint(0, 2, (n, 2**N), generator=g, dtype=torch.int8)
-        out.append(profile_from_table(tables).K.numpy())
-    return np.concatenate(out)

@@ -201,3 +201,11 @@ def test_low_precision_never_counts_a_string_within_its_rounding_bound():
         assert bool(within.any()) and bool((fast[within] == sb.UNDECIDED).all())
     with pytest.raises(ValueError, match="dtype"):
         LowPrecision(m, dtype=torch.float64)
+
+
+def test_memory_budget_defaults_by_device():
+    from sensbook.settings import DEFAULT_MEMORY_MB, default_memory_mb
+    assert default_memory_mb("cpu") == default_memory_mb(None) == DEFAULT_MEMORY_MB
+    m = sb.Recognizer.random(P=2, D=4, L=1, seed=0)
+    assert torch.equal(sb.truth_table(m, 6, progress=False),
+                       sb.truth_table(m, 6, memory_mb=DEFAULT_MEMORY_MB, progress=False))

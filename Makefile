@@ -9,7 +9,7 @@ JOBS ?= 2
 export PYTHONPATH := $(CURDIR)
 
 .PHONY: experiments mutants
-.PHONY: setup assets book book-ci book-publish test unit chapters colab-test site-test chromium sync clean bench slurm-test
+.PHONY: setup assets book book-ci book-publish test unit unit-cuda chapters colab-test site-test chromium sync clean bench slurm-test
 # The browser test drives this Chromium (Debian's package; Playwright never downloads browsers).
 CHROMIUM ?= /usr/bin/chromium
 export SENSBOOK_CHROMIUM := $(CHROMIUM)
@@ -108,6 +108,10 @@ clean:
 	rm -rf _build .publish_config.yml
 
 # Performance figures on this machine (CPU, and CUDA when present); a few minutes on 2 cores.
+# On a GPU machine: only the tests that exercise CUDA (a minute or two), not the CPU suite
+unit-cuda: setup
+	OMP_NUM_THREADS=1 SENSBOOK_SCALE=ci SENSBOOK_PROGRESS=0 $(BIN)/python -m pytest -q -m cuda tests --ignore=tests/site --ignore=tests/colab
+
 # On a shared machine: make bench BENCH_ARGS="--threads 1 --clock cpu"
 bench: setup
 	$(BIN)/python benchmarks/bench.py $(BENCH_ARGS)

@@ -9,8 +9,13 @@ Prints one table of figures measured in this run on this machine (CPU, and CUDA 
    functional forward of the same parameters on one string (no checks, no batching);
 2. sampled profiles at N = 256 and 1024: (strings x flips) evaluated per second;
 3. training a population: P = 16 seeds in one batched model vs one after another (Adam + MSE);
-4. the floor: FLOPs of the standard forward pass (every layer at every position) over the
-   matrix-multiply rate measured in this run, and the fraction of that rate the profiler reaches;
+4. every figure as a fraction of the float32 matrix-multiply rate measured in this run (the
+   column "% of the matmul rate": the FLOPs of the standard forward pass, every layer at every
+   position, times the items per second, over that rate; training counts 3 forwards per step),
+   beside the same model written as a naive batched forward and that forward torch.compile'd
+   (BENCH_COMPILE=0 skips the compile), so "close to the limit" is read off one table;
+   2b. (issue 37 item 15) sampled profiles of a BERT-shaped encoder at N = 256, all flips and
+   ``bits=``, against the naive batched loop (one call per string with its N flips);
 5. the Fourier spectrum (``sb.spectral_weights``, the fast Walsh-Hadamard transform, O(N 2^N)
    per table): table entries per second, beside ``sb.profile_from_table`` (the profile from the
    same tables, the profiler's last step) and the profiler's model*strings/s of item 1.
@@ -142,6 +147,68 @@ def loop_profile_rate(model, N, n_strings, device, kind, flips=None):
     return n_strings / dt, xs, labels
 
 
+def naive_batched(model):
+    """The same model written as a plain batched forward (what one writes first in PyTorch):
+    every layer at every position for all P models and B strings in one pass, explicit
+    softmax and layer norm, no tiling. Returns x (B, N) -> T (P, B)."""
+    prm = dict(model.named_parameters())
+    H, eps, L = model.H, model.eps, model.L
+
+    def ln(d):
+        c = d - d.mean(-1, keepdim=True)
+        return c / torch.sqrt((c * c).mean(-1, keepdim=True) + eps)
+
+    def forward(x, phi):
+        P, D = prm["tok"].shape[0], prm["tok"].shape[-1]
+        e0, e1, eos = prm["tok"][:, 0], prm["tok"][:, 1], prm["tok"][:, 2]
+        h = e0[:, None, None] + x[None, :, :, None] * (e1 - e0)[:, None, None]
+        h = torch.cat([h, eos[:, None, None].expand(P, x.shape[0], 1, D)], 2)
+        h = h + torch.einsum("sf,pfd->psd", phi, prm["pos"])[:, None]
+        B, S, dh = x.shape[0], x.shape[1] + 1, D // H
+        for l in range(L):
+            g = lambda n: prm[f"layers.{l}.{n}"]
+            proj = lambda t, n, b: torch.einsum("pbsd,pde->pbse", t, g(n)) + g(b)[:, None, None]
+            q, k, v = (proj(h, W, b).reshape(P, B, S, H, dh).transpose(2, 3)
+                       for W, b in (("Wq", "bq"), ("Wk", "bk"), ("Wv", "bv")))
+            a = torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(dh), -1) @ v
+            h = ln(h + proj(a.transpose(2, 3).reshape(P, B, S, D), "Wo", "bo"))
+            h = ln(h + proj(torch.relu(proj(h, "W1", "b1")), "W2", "b2"))
+        return (h[:, :, -1] * prm["w"][:, None]).sum(-1) + prm["omega"][:, None]
+    return forward
+
+
+def naive_rates(model, N, device, rate, rows, label, compile=True):
+    """model*strings/s of the naive batched forward and of its torch.compile'd version on the
+    same strings (a chunk of at most 1,024), as rows of the table."""
+    x = sb.strings(N, 0, min(2**N, 1024), device=device)
+    phi = sb.positional_features(N, device=device)
+    f = naive_batched(model)
+    with torch.no_grad():
+        ref = model(x)
+        assert torch.allclose(f(x, phi), ref, atol=1e-3), "the naive forward is another model"
+        t = timed(lambda: f(x, phi), device, 1)
+        n = model.P * x.shape[0]
+        fl = forward_flops(N, model.D, model.L)
+        rows.append((f"   naive batched forward, {label}", f"{n / t:,.0f} model*strings/s",
+                     f"{100 * n * fl / t / rate:.0f}%", ""))
+        print(*rows[-1], sep="  |  ", flush=True)
+        if not compile or os.environ.get("BENCH_COMPILE", "1") == "0":
+            return
+        try:
+            t0 = time.perf_counter()
+            fc = torch.compile(f, dynamic=False)
+            fc(x, phi)
+            compile_s = time.perf_counter() - t0
+            tc = timed(lambda: fc(x, phi), device, 1)
+            rows.append((f"   torch.compile'd naive forward, {label}",
+                         f"{n / tc:,.0f} model*strings/s (compiled in {compile_s:.0f} s wall)",
+                         f"{100 * n * fl / tc / rate:.0f}%", ""))
+        except Exception as e:                      # say why, keep the table
+            rows.append((f"   torch.compile'd naive forward, {label}",
+                         f"failed: {type(e).__name__}: {str(e).splitlines()[0][:80]}", "", ""))
+        print(*rows[-1], sep="  |  ", flush=True)
+
+
 # ---- the four items -----------------------------------------------------------------------------
 def profile_seconds(m, N, device, budget_strings):
     """Seconds for the exhaustive profile of m at N. If P 2^N exceeds ``budget_strings``, the
@@ -166,8 +233,13 @@ def profile_seconds(m, N, device, budget_strings):
     return t_table + t_prof, n / 2**N
 
 
+def emit(rows, *row):
+    rows.append(row)
+    print(*row, sep="  |  ", flush=True)
+
+
 def exhaustive(device, rate0, args, rows):
-    configs = [(10, 64, 4, 1), (10, 64, 4, 16), (16, 32, 2, 64)]
+    configs = [(10, 64, 4, 1), (10, 64, 4, 16), (12, 64, 2, 64), (16, 32, 2, 64)]
     for N, D, L, P in configs:
         m = sb.Recognizer.random(P=P, D=D, L=L, H=1, init="xavier_normal", seed=0, device=device)
         rate = matmul_rate(device)
@@ -181,36 +253,78 @@ def exhaustive(device, rate0, args, rows):
             idx = sb.strings_to_index(xs.cpu())
             agree = all(bool(table[i] == 1) == l[0] for i, l in zip(idx.tolist(), labs))
             line[kind] = (r, agree)
-        floor_t = P * 2**N * forward_flops(N, D, L) / rate
+        fl = forward_flops(N, D, L)
         part = "" if share == 1 else f" ({share:.0%} of strings timed, scaled)"
-        rows.append((f"1. exhaustive N={N} D={D} L={L} H=1 P={P}",
-                     f"{ours:,.0f} model*strings/s, {t:.2f} s{part}",
-                     f"x{ours / line['pkg'][0]:,.0f} vs pkg loop ({line['pkg'][0]:,.1f}/s), "
-                     f"x{ours / line['lean'][0]:,.0f} vs lean loop ({line['lean'][0]:,.1f}/s)"
-                     + ("" if line['pkg'][1] and line['lean'][1] else "  [LABELS DISAGREE]")))
-        frac = floor_t / t
-        rows.append((f"4. floor, N={N} D={D} L={L} P={P}",
-                     f"{forward_flops(N, D, L) / 1e6:.2f} MFLOP/string, matmul {rate / 1e9:.1f} GFLOP/s:"
-                     f" floor {floor_t:.3g} s",
-                     f"profiler at {100 * frac:.0f}% of the matmul rate; floor vs lean loop "
-                     f"x{P * 2**N / floor_t / line['lean'][0]:,.0f}"))
-        print(*rows[-2], sep="  |  ", flush=True)
-        print(*rows[-1], sep="  |  ", flush=True)
+        label = f"N={N} D={D} L={L} H=1 P={P}"
+        emit(rows, f"1. exhaustive profile, {label}", f"{ours:,.0f} model*strings/s, {t:.2f} s{part}",
+             f"{100 * ours * fl / rate:.0f}%",
+             f"x{ours / line['pkg'][0]:,.0f} vs pkg loop ({line['pkg'][0]:,.1f}/s), "
+             f"x{ours / line['lean'][0]:,.0f} vs lean loop ({line['lean'][0]:,.1f}/s)"
+             + ("" if line['pkg'][1] and line['lean'][1] else "  [LABELS DISAGREE]"))
+        naive_rates(m, N, device, rate, rows, label, compile=D == 64 and P > 1)   # 2+ min each on a CPU
 
 
-def sampled(device, args, rows):
+def sampled(device, args, rows, rate):
     for N, n in ((256, 16), (1024, 1)):
         m = sb.Recognizer.random(P=1, D=32, L=2, H=1, init="xavier_normal", seed=0, device=device)
         t = timed(lambda: sb.sensitivity_profile(m, N, n_samples=n, seed=0, progress=False), device, 1)
         ours = n * (N + 1) / t
         r, _, _ = loop_profile_rate(m, N, 1, device, "lean", flips=15)
-        rows.append((f"2. sampled N={N} D=32 L=2 P=1 ({n} strings)",
-                     f"{ours:,.0f} strings*flips/s in {t:.2f} s",
-                     f"x{ours / (r * (N + 1)):,.1f} vs lean loop ({r * (N + 1):,.0f}/s, timed on 16 passes)"))
-        print(*rows[-1], sep="  |  ", flush=True)
+        emit(rows, f"2. sampled N={N} D=32 L=2 P=1 ({n} strings)",
+             f"{ours:,.0f} strings*flips/s in {t:.2f} s",
+             f"{100 * ours * forward_flops(N, 32, 2) / rate:.1f}%",
+             f"x{ours / (r * (N + 1)):,.1f} vs lean loop ({r * (N + 1):,.0f}/s, timed on 16 passes)")
 
 
-def training(device, args, rows, P=16, steps=20, N=10, D=64, L=4, batch=64):
+def bert_flops(cfg, S):
+    """FLOPs of one BERT forward on one sequence of S tokens (encoder layers only)."""
+    D, F = cfg.hidden_size, cfg.intermediate_size
+    return cfg.num_hidden_layers * (2 * S * (4 * D * D + 2 * D * F) + 4 * S * S * D)
+
+
+def sampled_bert(device, args, rows, rate, N=256, n=2):
+    """Issue 37 item 15: sampled profiles of a BERT-shaped encoder (hidden 256, 4 layers, 4
+    heads) at N = 256, all flips and bits= (16 positions), against the naive batched loop:
+    one call per sampled string on the string and its N flips."""
+    try:
+        import transformers
+    except ImportError:
+        emit(rows, "2b. sampled BERT-shaped N=256", "skipped: transformers is not installed", "", "")
+        return
+    transformers.logging.set_verbosity_error()
+    torch.manual_seed(0)
+    cfg = transformers.BertConfig(vocab_size=8, hidden_size=256, num_hidden_layers=4,
+                                  num_attention_heads=4, intermediate_size=1024,
+                                  max_position_embeddings=N + 8)
+    model = transformers.BertForSequenceClassification(cfg).eval().to(device)
+    clf = sb.TorchClassifier(model, tokens=(3, 4), prefix=[2])
+    fl = bert_flops(cfg, N + 1)
+    g = torch.Generator().manual_seed(0)
+    xs = torch.randint(0, 2, (n, N), generator=g).float().to(device)
+
+    def naive():
+        with torch.no_grad():
+            for x in xs:
+                batch = x.repeat(N + 1, 1)
+                batch[torch.arange(1, N + 1), torch.arange(N)] = 1 - x
+                clf(batch)
+    t_naive = timed(naive, device, 1)
+    r_naive = n * (N + 1) / t_naive
+    emit(rows, f"2b. naive batched loop, BERT-shaped N={N} (D=256, 4 layers)",
+         f"{r_naive:,.1f} strings*flips/s", f"{100 * r_naive * fl / rate:.0f}%", "")
+    t = timed(lambda: sb.sensitivity_profile(clf, N, n_samples=n, seed=0, progress=False), device, 1)
+    ours = n * (N + 1) / t
+    emit(rows, f"2b. sampled profile, all {N} flips", f"{ours:,.1f} strings*flips/s",
+         f"{100 * ours * fl / rate:.0f}%", f"x{ours / r_naive:.2f} vs naive loop")
+    bits = list(range(1, 17))
+    tb = timed(lambda: sb.sensitivity_profile(clf, N, n_samples=n, seed=0, bits=bits,
+                                              progress=False), device, 1)
+    emit(rows, "2b. sampled profile, bits= 16 positions", f"{n / tb:,.2f} sampled strings/s",
+         f"{100 * n * 17 * fl / tb / rate:.0f}%",
+         f"x{(n / tb) / (r_naive / (N + 1)):.1f} sampled strings/s vs naive loop (all flips)")
+
+
+def training(device, args, rows, rate, P=16, steps=20, N=10, D=64, L=4, batch=64):
     g = torch.Generator().manual_seed(0)
     x = torch.randint(0, 2, (batch, N), generator=g).float().to(device)
     y = (sb.PARITY(x).float() * 2 - 1).to(device)           # +-1 targets
@@ -227,11 +341,11 @@ def training(device, args, rows, P=16, steps=20, N=10, D=64, L=4, batch=64):
     singles = [pop.select(i) for i in range(P)]
     together = timed(lambda: train(pop, steps), device, 1)
     one_by_one = timed(lambda: [train(s, steps) for s in singles], device, 1)
-    rows.append((f"3. training P={P} N={N} D={D} L={L} H=1 batch={batch}, Adam+MSE",
-                 f"together {P * steps / together:,.1f} model-steps/s, "
-                 f"one after another {P * steps / one_by_one:,.1f}",
-                 f"x{one_by_one / together:,.1f}"))
-    print(*rows[-1], sep="  |  ", flush=True)
+    fl = 3 * forward_flops(N, D, L) * batch                 # forward + backward per model-step
+    emit(rows, f"3. training P={P} N={N} D={D} L={L} H=1 batch={batch}, Adam+MSE",
+         f"together {P * steps / together:,.1f} model-steps/s, "
+         f"one after another {P * steps / one_by_one:,.1f}",
+         f"{100 * P * steps * fl / together / rate:.0f}% (together)", f"x{one_by_one / together:,.1f}")
 
 
 def fourier(device, args, rows):
@@ -242,11 +356,10 @@ def fourier(device, args, rows):
         reps = max(1, 2**22 // (P * 2**N))
         t_w = timed(lambda: sb.spectral_weights(tables), device, reps)
         t_p = timed(lambda: sb.profile_from_table(tables), device, reps)
-        rows.append((f"5. Fourier spectrum N={N}, {P} tables",
-                     f"{P * 2**N / t_w:,.0f} entries/s ({t_w:.3g} s)",
-                     f"profile_from_table on the same tables {P * 2**N / t_p:,.0f} entries/s "
-                     f"({t_p:.3g} s): spectrum x{t_p / t_w:,.2f}"))
-        print(*rows[-1], sep="  |  ", flush=True)
+        emit(rows, f"5. Fourier spectrum N={N}, {P} tables",
+             f"{P * 2**N / t_w:,.0f} entries/s ({t_w:.3g} s)", "(no matmul)",
+             f"profile_from_table on the same tables {P * 2**N / t_p:,.0f} entries/s "
+             f"({t_p:.3g} s): spectrum x{t_p / t_w:,.2f}")
 
 
 def main():
@@ -276,15 +389,16 @@ def main():
         print(f"\n## sensbook {sb.__version__} benchmark on {device.type} ({name}), torch {torch.__version__}\n",
               flush=True)
         rate = matmul_rate(device)
-        rows = [("matmul rate (1024^2 float32)" if device.type == "cpu" else "matmul rate (8192^2 float32)",
-                 f"{rate / 1e9:,.1f} GFLOP/s", "")]
-        print(*rows[-1], sep="  |  ", flush=True)
+        rows = []
+        emit(rows, "matmul rate (1024^2 float32)" if device.type == "cpu" else "matmul rate (8192^2 float32)",
+             f"{rate / 1e9:,.1f} GFLOP/s", "100%", "")
         exhaustive(device, rate, args, rows)
-        sampled(device, args, rows)
-        training(device, args, rows)                       # the literature's size
-        training(device, args, rows, steps=40, D=16, L=2)   # a small model: overhead-bound
+        sampled(device, args, rows, rate)
+        sampled_bert(device, args, rows, rate)
+        training(device, args, rows, rate)                       # the literature's size
+        training(device, args, rows, rate, steps=40, D=16, L=2)   # a small model: overhead-bound
         fourier(device, args, rows)
-        print("\n| item | measured | ratio / fraction |\n|---|---|---|")
+        print("\n| item | measured | % of the matmul rate | ratio |\n|---|---|---|---|")
         for r in rows:
             print("| " + " | ".join(r) + " |")
     print(f"\ntotal {time.perf_counter() - t0:.0f} s wall, {time.process_time():.0f} s CPU")

@@ -41,7 +41,7 @@ from .hinge import (flip_hinge, flip_sensitivity, lemma29_ratio, lemma29_slope,
                     maximise_influence, converged_influence)
 from .model import INITS, Recognizer, Trace, blowup, num_parameters, positional_features
 from .profile import (ACCEPT, NONFINITE, REJECT, UNDECIDED, Profile, classify, profile_from_table,
-                      random_function_profiles, rounding_margin, sampled_profile,
+                      rounding_margin, sampled_profile,
                       sensitivity_profile, truth_table, zero_sensitivity_count)
 from .profiles import compare_profiles, plot_profile
 from .survival import fit_aft, heldout_loglik, kaplan_meier, profile_interval
@@ -52,6 +52,7 @@ from .train import (Protocol, accuracy, curve_schedule, eval_schedule, gradient_
                     init_population, learn, min_margin, population_loss,
                     top_hessian_eigenvalue, train_population)
 from .train import target as target_function
+from .volume import random_function_profiles
 from .volume import (Agreement, FunctionCensus, affine_class, agreement, basin_curve,
                      census_from_ids, critical_sigma, fit_power, ids_to_tables,
                      parameter_function_map, perturb, table_ids, theorem45_applies, theorem45_bound,

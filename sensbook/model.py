@@ -45,6 +45,18 @@ from .boolean import check_int, check_n, check_real, check_seed, check_strings
 from .settings import LONG_N, check_device, progress
 
 INITS = ("uniform", "gaussian", "xavier_uniform", "xavier_normal")
+
+#: Bytes of activations per tile of a gradient-free CPU forward (:meth:`Recognizer.tile`): the
+#: FFN's hidden layer and the projections of a tile stay in the L2/L3 cache between kernels.
+#: Measured by benchmarks/bench.py (2-core EPYC, 1 MiB L2 per core, 32 MiB L3).
+TILE_BYTES = 4 << 20
+#: Positions per model in a tile: enough rows for an efficient matmul, few enough to leave
+#: room for several models.
+TILE_ROWS = 1024
+#: The fewest rows of any matmul in a gradient-free CPU forward: MKL multiplies 1-3 rows, or
+#: matrices of at most ``SMALL_GEMM`` multiply-adds, with other kernels (other rounding), so
+#: smaller batches are padded and no tile is smaller (:meth:`Recognizer.min_rows`).
+MIN_ROWS, SMALL_GEMM = 4, 384
 EOS = 2  # token ids: 0, 1, eos
 
 
@@ -103,6 +115,16 @@ def add_parameters(module: nn.Module, D: int, L: int, F: int, zeros) -> None:
         layer.W1, layer.b1, layer.W2 = zeros(D, F), zeros(F), zeros(F, D)
         module.layers.append(layer)
     module.w, module.omega = zeros(D), zeros()
+
+
+class _Slice:
+    """A layer's parameters restricted to a slice of the population axis (views, no copies)."""
+
+    def __init__(self, layer, models):
+        self._layer, self._models = layer, models
+
+    def __getattr__(self, name):
+        return getattr(self._layer, name)[self._models]
 
 
 class ScoreModule(nn.Module):
@@ -279,22 +301,27 @@ class Recognizer(ScoreModule):
             rec.append((var.squeeze(-1), d))
         return c / torch.sqrt(var + self._eps)
 
-    def _embed(self, x):
-        """y^0: (P, B, N+1, D) from x of shape (B, N) or (P, B, N)."""
-        x = check_strings(x)
+    def _embed(self, x, models=slice(None), checked=False):
+        """y^0: (P', B, N+1, D) for the models ``models`` from x of shape (B, N), (P, B, N),
+        or (P', B, N) already restricted to them (``checked``: x was validated by the caller)."""
+        x = x if checked else check_strings(x)
+        tok, pos = self.tok[models], self.pos[models]
+        P = tok.shape[0]
         if x.dim() == 2:
             x = x.unsqueeze(0)
-        if x.dim() != 3 or x.shape[0] not in (1, self.P):
+        if x.dim() == 3 and x.shape[0] == self.P != P:
+            x = x[models]
+        if x.dim() != 3 or x.shape[0] not in (1, P):
             raise ValueError(f"x must have shape (B, N) or (P, B, N) with P={self.P}, got {tuple(x.shape)}")
         N = check_n(x.shape[-1])
         x = x.to(device=self.device, dtype=self.dtype)
-        e0, e1, eos = self.tok[:, 0], self.tok[:, 1], self.tok[:, EOS]       # (P, D)
+        e0, e1, eos = tok[:, 0], tok[:, 1], tok[:, EOS]                      # (P, D)
         bits = e0[:, None, None] + x.unsqueeze(-1) * (e1 - e0)[:, None, None]  # (P, B, N, D)
-        eos = eos[:, None, None].expand(self.P, bits.shape[1], 1, self.D)
+        eos = eos[:, None, None].expand(P, bits.shape[1], 1, self.D)
         h = torch.cat([bits, eos], dim=2)
         phi = positional_features(N, mark_first=self._mark_first, device=self.device,
                                   dtype=self.dtype)                            # (N+1, 3)
-        return h + torch.einsum("sf,pfd->psd", phi, self.pos).unsqueeze(1)
+        return h + torch.einsum("sf,pfd->psd", phi, pos).unsqueeze(1)
 
     def _affine(self, h, W, b):
         """h @ W + b per model: h (P, ..., Din), W (P, Din, Dout), b (P, Dout)."""
@@ -319,21 +346,77 @@ class Recognizer(ScoreModule):
         a = a.transpose(1, 2).reshape(P, B, hq.shape[2], D)
         return self._affine(a, lay.Wo, lay.bo)
 
-    def _run(self, x, rec=None, att=None):
-        h = self._embed(x)
+    def _run(self, x, rec=None, att=None, models=slice(None), checked=False):
+        """T for the models ``models`` (a slice of the population axis; x is (B, N), (P, B, N)
+        or already sliced); ``rec``/``att`` collect the trace's internals."""
+        h = self._embed(x, models, checked)
         for i, lay in enumerate(self.layers):
+            lay = _Slice(lay, models)
             last = rec is None and i == self.L - 1       # only eos matters at the top
             if last:
                 h = self._ln(h[:, :, -1:] + self._attention(h, lay, True, att), rec)
             else:
                 h = self._ln(h + self._attention(h, lay, False, att), rec)
-            f = self._affine(torch.relu(self._affine(h, lay.W1, lay.b1)), lay.W2, lay.b2)
-            h = self._ln(h + f, rec)
-        return (h[:, :, -1] * self.w.unsqueeze(1)).sum(-1) + self.omega.unsqueeze(1)
+            u = self._affine(h, lay.W1, lay.b1)
+            u = torch.relu_(u) if not u.requires_grad else torch.relu(u)
+            h = self._ln(h + self._affine(u, lay.W2, lay.b2), rec)
+        return (h[:, :, -1] * self.w[models].unsqueeze(1)).sum(-1) \
+            + self.omega[models].unsqueeze(1)
+
+    def tile(self, B: int, N: int) -> tuple[int, int]:
+        """(models, strings) per tile of a gradient-free forward on B strings of length N.
+
+        On a CPU a tile's activations fit ``TILE_BYTES`` (the FFN's hidden layer and the
+        projections stay in the cache between the layer's kernels instead of streaming through
+        memory once per kernel), with at most ``TILE_ROWS`` positions per model, so each matmul
+        keeps a few hundred rows; on a GPU one tile holds everything (the caller's chunk is sized
+        to the device's memory). Tiling never changes a result (see :meth:`forward`)."""
+        S = N + 1
+        if self.device.type != "cpu":
+            return self.P, B
+        per_row = (self.F + 3 * self.D) * torch.finfo(self.dtype).bits // 8
+        rows = max(S, TILE_BYTES // per_row)
+        strings = min(B, max(self.min_rows(), min(rows, TILE_ROWS) // S))
+        return min(self.P, max(1, rows // (strings * S))), strings
+
+    def min_rows(self) -> int:
+        """Strings per call below which the forward pads (see ``MIN_ROWS``): the top layer's
+        matmuls have one row per string, and the smallest is (rows, D) x (D, min(D, F))."""
+        return max(MIN_ROWS, SMALL_GEMM // (self.D * min(self.D, self.F)) + 1)
 
     def forward(self, x) -> torch.Tensor:
-        """T(theta, x) for every model and string: shape (P, B)."""
-        return self._run(x)
+        """T(theta, x) for every model and string: shape (P, B).
+
+        Without gradients the forward runs in cache-sized tiles of models x strings
+        (:meth:`tile`), and every matmul has at least :meth:`min_rows` rows (a batch of fewer
+        strings is padded): a tiny matmul takes another kernel with other rounding, so this way
+        T(theta, x) is the same float whatever batch x comes in and however it is tiled (the
+        profiler's chunks never change a bit; tests/test_perf.py checks D = 4 ... 64)."""
+        if torch.is_grad_enabled() and any(p.requires_grad for p in self.parameters()):
+            return self._run(x)
+        meta = isinstance(x, torch.Tensor) and x.device.type == "meta"   # shapes only
+        x = x if meta else check_strings(x)
+        if x.dim() not in (2, 3) or x.shape[-2] == 0:
+            return self._run(x, checked=True)
+        B, N = x.shape[-2], x.shape[-1]
+        if B < self.min_rows() and self.device.type == "cpu":
+            pad = x[..., :1, :].expand(*x.shape[:-2], self.min_rows() - B, N)
+            return self.forward(torch.cat([x, pad], -2))[:, :B]
+        g, b = self.tile(B, N)
+        if g >= self.P and b >= B:
+            return self._run(x, checked=True)
+        out = torch.empty(self.P, B, device=self.device, dtype=self.dtype)
+        per_model = x.dim() == 3 and x.shape[0] == self.P and self.P > 1
+        cuts = list(range(0, B, b))
+        if B - cuts[-1] < self.min_rows():             # no tile smaller than that either
+            cuts.pop()
+        cuts.append(B)
+        for p0 in range(0, self.P, g):
+            ms = slice(p0, min(p0 + g, self.P))
+            xm = x[ms] if per_model else x
+            for b0, b1 in zip(cuts[:-1], cuts[1:]):
+                out[ms, b0:b1] = self._run(xm[..., b0:b1, :], models=ms, checked=True)
+        return out
 
     @torch.no_grad()
     def trace(self, x, *, inputs: bool = False):
@@ -395,3 +478,53 @@ def blowup(model: Recognizer, x) -> torch.Tensor:
         return torch.cat([model.trace(s)[1].beta for s in progress(
             x.split(1), desc=f"blowup N={x.shape[1]}")], 1)
     return model.trace(x)[1].beta
+
+
+class LowPrecision(ScoreModule):
+    """A :class:`Recognizer` evaluated with its matmuls in a low precision (``torch.bfloat16``
+    by autocast; on a GPU this is the tensor cores' path), for speed where float32 is not
+    needed: T is computed with the model's float32 parameters and layer norms, its matmuls in
+    ``dtype``, and every string whose |T| lies within the rounding bound of that precision,
+    ``rounding_bound = ulps * L * u * (|w| sqrt(D) + |omega|)`` per model (u = the dtype's unit
+    roundoff; |w| sqrt(D) bounds |T - omega| since y^L has norm sqrt(D) after its layer norm),
+    gets the score 0: undecided, never a class. A heuristic bound (the layer norms' blowups can
+    amplify rounding beyond it): tests/test_perf.py checks on random populations that every
+    string it decides has the float32 label."""
+
+    def __init__(self, model: Recognizer, dtype=torch.bfloat16, ulps: float = 16.0):
+        super().__init__()
+        if not isinstance(model, Recognizer):
+            raise ValueError(f"model must be a sensbook.Recognizer, got {type(model).__name__}")
+        if dtype not in (torch.bfloat16, torch.float16):
+            raise ValueError(f"dtype must be torch.bfloat16 or torch.float16, got {dtype!r}")
+        self.model, self.low = model, dtype
+        self.ulps = check_real(ulps, "ulps", minimum=0)
+        self.P = model.P
+
+    @property
+    def device(self):
+        return self.model.device
+
+    @property
+    def dtype(self):
+        return self.model.dtype
+
+    def rounding_bound(self) -> torch.Tensor:
+        """Per model (P,): |T| at or below this is undecided."""
+        m = self.model
+        u = torch.finfo(self.low).eps / 2
+        scale = m.w.detach().norm(dim=-1) * math.sqrt(m.D) + m.omega.detach().abs()
+        return self.ulps * m.L * u * scale
+
+    def memory_per_string(self, N: int) -> int:
+        return self.model.memory_per_string(N)
+
+    def tile(self, B: int, N: int):
+        return self.model.tile(B, N)
+
+    @torch.no_grad()
+    def forward(self, x) -> torch.Tensor:
+        with torch.autocast(self.device.type, dtype=self.low):
+            T = self.model(x)
+        T = T.to(self.model.dtype)
+        return torch.where(T.abs() <= self.rounding_bound().unsqueeze(1), torch.zeros_like(T), T)

@@ -29,10 +29,10 @@ import torch
 from .adapters import (Classifier, SklearnClassifier, TorchClassifier, check_mode,
                        check_repeatable, explain_call, explain_output, repeat_needed)
 from .adapters import ADAPTERS, callable_bytes, trim_memory, user_stacklevel
-from .boolean import (MAX_EXHAUSTIVE_N, MAX_MEMORY_MB, check_int, check_memory_mb, check_n,
-                      check_real, check_seed, index_to_strings)
+from .boolean import (MAX_EXHAUSTIVE_N, MAX_MEMORY_MB, _check_positions, _positions, check_int,
+                      check_memory_mb, check_n, check_real, check_seed, index_to_strings)
 from .profiles import Profile, provenance
-from .settings import check_device, progress as _progress
+from .settings import check_device, default_memory_mb, progress as _progress
 
 REJECT, ACCEPT, UNDECIDED, NONFINITE = 0, 1, -1, -2
 LABELS = (NONFINITE, UNDECIDED, REJECT, ACCEPT)
@@ -86,9 +86,9 @@ def classify(out: torch.Tensor, margin: float | str = 0.0) -> torch.Tensor:
             and bool(((out == 0) | (out == 1) | ~torch.isfinite(out)).all()):   # NaN aside
         raise ValueError(_FLOAT_LABELS)
     lab = torch.full(out.shape, UNDECIDED, dtype=torch.int8, device=out.device)
-    lab[(out > 0) & (out >= margin)] = ACCEPT
-    lab[(out < 0) & (out <= -margin)] = REJECT
-    lab[~torch.isfinite(out)] = NONFINITE
+    lab.masked_fill_((out > 0) & (out >= margin), ACCEPT)         # masked_fill_: no host sync
+    lab.masked_fill_((out < 0) & (out <= -margin), REJECT)
+    lab.masked_fill_(~torch.isfinite(out), NONFINITE)
     return lab
 
 
@@ -202,7 +202,8 @@ def plan_chunk(classifier, N, memory_mb=256, chunk_size=None, per_item=1, dtype=
     (a string, or a string with its N flips when ``per_item = N + 1``) whose activations fit
     ``memory_mb`` by the classifier's ``memory_per_string(N)`` estimate plus the profiler's own
     arrays per string (input in ``dtype``, default the classifier's), and, for a
-    :class:`sensbook.Recognizer`-like classifier (with attribute ``P``), at most
+    population classifier (with attribute ``P``) that does not tile its own forward into
+    cache-sized pieces (a ``tile`` method, as :class:`sensbook.Recognizer` has), at most
     ``CACHE_ROWS`` positions x models. Without an estimate: 64 (N+1) bytes per string, and at
     most 2^16 strings. The chunk never depends on 2^N, so memory beyond the output does not grow
     with it; it never changes a result either. (The profilers also check that the chunk fits:
@@ -218,7 +219,7 @@ def plan_chunk(classifier, N, memory_mb=256, chunk_size=None, per_item=1, dtype=
             dtype = dt if isinstance(dt, torch.dtype) and dt.is_floating_point else torch.float32
         step = int(memory_mb * 2**20 // (_string_bytes(classifier, N, dtype) * per_item))
         P = getattr(classifier, "P", None)
-        if isinstance(P, int) and P >= 1:
+        if isinstance(P, int) and P >= 1 and not callable(getattr(classifier, "tile", None)):
             step = min(step, CACHE_ROWS // (P * (N + 1) * per_item))
         return max(1, step)
     return max(1, min(int(memory_mb * 2**20 // (64 * (N + 1) * per_item)), 2**16 // per_item))
@@ -294,18 +295,21 @@ def _evaluate(classifier, x, margin, B, labels: _FloatLabels | None = None, repe
 
 
 @torch.no_grad()
-def truth_table(classifier: Classifier, N: int, *, margin: float | str = 0.0, device=None, dtype=None,
-                memory_mb: float = 256, chunk_size: int | None = None, progress: bool = True):
+def truth_table(classifier: Classifier, N: int, *, margin: float | str = 0.0, device=None,
+                dtype=None, memory_mb: float | None = None, chunk_size: int | None = None,
+                progress: bool = True):
     """Labels of the classifier on all 2^N strings: int8 tensor ``(*pop, 2^N)``.
 
     Entry ``index`` is the label of the string with that index (see :mod:`sensbook.boolean`):
     0 reject, 1 accept, -1 undecided, -2 non-finite. Memory: the table (one byte per string
     and model) plus at most ``memory_mb`` for the classifier calls (by its
-    ``memory_per_string`` estimate); a request that cannot fit is refused before any work.
+    ``memory_per_string`` estimate; default: :func:`sensbook.settings.default_memory_mb`); a
+    request that cannot fit is refused before any work.
     """
     N = check_n(N, maximum=MAX_EXHAUSTIVE_N)
     margin = _check_margin(margin)
     device, dtype = _where(classifier, device, dtype)
+    memory_mb = default_memory_mb(device) if memory_mb is None else memory_mb
     _check_table_fits(_population(classifier) * 2**N, device)
     step = check_budget(classifier, N, memory_mb, chunk_size, dtype, device=device)
     table, labels = None, _FloatLabels()
@@ -436,9 +440,10 @@ def _warn_if_mostly_undecided(p: Profile) -> Profile:
 
 
 @torch.no_grad()
-def sampled_profile(classifier: Classifier, N: int, n_samples: int, *, margin: float | str = 0.0, seed: int = 0,
-                    device=None, dtype=None, memory_mb: float = 256, chunk_size: int | None = None,
-                    progress: bool = True, sampler=None) -> Profile:
+def sampled_profile(classifier: Classifier, N: int, n_samples: int, *,
+                    margin: float | str = 0.0, seed: int = 0, device=None, dtype=None,
+                    memory_mb: float | None = None, chunk_size: int | None = None,
+                    progress: bool = True, sampler=None, bits=None) -> Profile:
     """Estimate the profile from ``n_samples`` uniform strings, each evaluated with its N flips.
 
     Streams: each classifier call evaluates at most ``chunk_size`` (else a budget-sized number
@@ -452,39 +457,49 @@ def sampled_profile(classifier: Classifier, N: int, n_samples: int, *, margin: f
     ``torch.Generator`` (``lambda n, g: data[torch.randint(len(data), (n,), generator=g)]``
     draws rows of ``data``). The fractions then estimate P(s(x) = k) for x from that
     distribution, not K_k / 2^N.
+
+    ``bits``: flip only these 1-based positions (m of them; default all N): ``counts[..., k]``
+    counts sampled strings with k label changes among those m flips (bins above m stay 0);
+    each string costs m + 1 evaluations instead of N + 1; the strings drawn are the same.
     """
     N = check_n(N)
     n_samples = check_int(n_samples, "n_samples", minimum=1)
     margin = _check_margin(margin)
     seed = check_seed(seed)
+    cols = list(range(N)) if bits is None else _positions(_check_positions(bits, "bits"), N)
+    m = len(cols)
     device, dtype = _where(classifier, device, dtype)
+    memory_mb = default_memory_mb(device) if memory_mb is None else memory_mb
+    P = _population(classifier)
     # per string also: its item's share of the drawn block (int64 randint) and the label buffer
     step = check_budget(classifier, N, memory_mb, chunk_size, dtype, device=device,
-                        extra_per_string=8 + _population(classifier))
-    block = max(1, step // (N + 1))                         # sampled strings drawn at once
+                        extra_per_string=8 + P)
+    block = max(1, step // (m + 1))                         # sampled strings drawn at once
     g = torch.Generator(device="cpu").manual_seed(seed)
     counts = und = nonf = inc = acc = 0
     labels = _FloatLabels()
-    j = torch.arange(N + 1, device=device)                 # 0: the string itself, j: flip bit j-1
+    # column flipped by row j of an item: -1 for the string itself, then the m positions
+    col = torch.tensor([-1] + cols, device=device)
     for a in _progress(range(0, n_samples, block), desc=f"sampled profile N={N}", disable=not progress):
         n = min(block, n_samples - a)
         x = torch.randint(0, 2, (n, N), generator=g) if sampler is None else _drawn(sampler, n, N, g)
-        x = x.to(device=device, dtype=torch.bool)
+        x = x.to(device=device, dtype=dtype)
         labs = None
-        total = n * (N + 1)
-        for r0 in range(0, total, step):                  # strings r = item * (N+1) + j
+        total = n * (m + 1)
+        for r0 in range(0, total, step):                  # strings r = item * (m+1) + j
             r = torch.arange(r0, min(r0 + step, total), device=device)
-            item, jj = r // (N + 1), j[r % (N + 1)]
-            xs = x[item]
-            flip = jj > 0
-            xs[flip, jj[flip] - 1] ^= True
-            lab = _evaluate(classifier, xs.to(dtype), margin, len(r), labels, repeat=a + r0 == 0)
+            c = col[r % (m + 1)]
+            xs = x[r // (m + 1)]
+            rows, cc = torch.arange(len(r), device=device), c.clamp(min=0)
+            v = xs[rows, cc]
+            xs[rows, cc] = torch.where(c >= 0, 1 - v, v)  # flip without a mask (no host sync)
+            lab = _evaluate(classifier, xs, margin, len(r), labels, repeat=a + r0 == 0)
             del xs
             if labs is None:
                 labs = torch.empty((*lab.shape[:-1], total), dtype=torch.int8, device=lab.device)
             labs[..., r0:r0 + len(r)] = lab
             del lab
-        labs = labs.reshape(*labs.shape[:-1], n, N + 1)
+        labs = labs.reshape(*labs.shape[:-1], n, m + 1)
         base, nbs = labs[..., 0], labs[..., 1:]
         s = (nbs != base.unsqueeze(-1)).sum(-1)
         decided, bad_nb = base >= 0, (nbs < 0).any(-1)
@@ -545,6 +560,10 @@ def sensitivity_profile(classifier: Classifier, N: int, *, margin: float | str =
     or none is complete, comes with a warning.
     """
     if n_samples is None:
+        if kwargs.get("bits") is not None:
+            raise ValueError("bits= flips only some positions of sampled strings: pass n_samples "
+                             "as well (an exhaustive profile flips every bit)")
+        kwargs.pop("bits", None)
         N = check_n(N)
         if N > MAX_EXHAUSTIVE_N:
             raise ValueError(f"N={N} is too large for an exhaustive profile (allowed N <= "
@@ -554,13 +573,17 @@ def sensitivity_profile(classifier: Classifier, N: int, *, margin: float | str =
             check_seed(seed)
         table = truth_table(classifier, N, margin=margin, **kwargs)
         trim_memory()
-        p = profile_from_table(table, memory_mb=kwargs.get("memory_mb", 256))
+        device = kwargs.get("device") or getattr(table, "device", None)
+        mb = kwargs.get("memory_mb")
+        p = profile_from_table(table, memory_mb=default_memory_mb(device) if mb is None else mb)
     else:
         p = sampled_profile(classifier, N, n_samples, margin=margin, **kwargs)
     p.meta.update(provenance(classifier, margin=margin,
                              seed=kwargs.get("seed", 0) if n_samples is not None else None))
     if kwargs.get("sampler") is not None:
         p.meta["sampler"] = getattr(kwargs["sampler"], "__qualname__", "a sampler")
+    if kwargs.get("bits") is not None:
+        p.meta["bits"] = [int(b) for b in kwargs["bits"]]
     if isinstance(classifier, (TorchClassifier, SklearnClassifier)) and bool(p.undecided.any()):
         warnings.warn(f"{classifier!r} left {int(p.undecided.sum())} of {p.n_strings} strings "
                       f"undecided (|T| <= margin={margin}); they and their "
@@ -575,21 +598,3 @@ def zero_sensitivity_count(classifier: Classifier, N: int, *, margin: float | st
     Theorem 4.5 of Kövér et al. (2026) lower-bounds it for almost every random transformer.
     """
     return sensitivity_profile(classifier, N, margin=margin, **kwargs).K0
-
-
-# ---- random functions (experiment E1's control) ------------------------------------------
-def random_function_profiles(N: int, n_functions: int, *, seed: int = 0,
-                             chunk: int = 256) -> np.ndarray:
-    """Exact profiles K_0..K_N of ``n_functions`` uniformly random Boolean functions on
-    {0,1}^N: int64 array (n_functions, N+1), seeded, batched."""
-    N = check_n(N, maximum=MAX_EXHAUSTIVE_N)
-    if isinstance(n_functions, bool) or not isinstance(n_functions, (int, np.integer)) \
-            or n_functions < 1:
-        raise ValueError(f"n_functions must be an integer >= 1, got {n_functions!r}")
-    g = torch.Generator().manual_seed(seed)
-    out = []
-    for a in _progress(range(0, n_functions, chunk), desc=f"random functions N={N}"):
-        n = min(chunk, n_functions - a)
-        tables = torch.randint(0, 2, (n, 2**N), generator=g, dtype=torch.int8)
-        out.append(profile_from_table(tables).K.numpy())
-    return np.concatenate(out)

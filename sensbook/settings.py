@@ -142,3 +142,17 @@ def progress(iterable=None, *, total=None, desc=None, leave=False, disable=False
     disable = disable or os.environ.get("SENSBOOK_PROGRESS", "1") == "0"
     return tqdm(iterable, total=total, desc=desc, leave=leave, disable=disable,
                 delay=PROGRESS_DELAY)
+
+
+#: The profilers' working budget (MiB) on a CPU when ``memory_mb`` is not given.
+DEFAULT_MEMORY_MB = 256
+
+
+def default_memory_mb(device=None) -> float:
+    """The profilers' ``memory_mb`` when none is given: ``DEFAULT_MEMORY_MB`` on a CPU, half of
+    the free memory of a CUDA device (``torch.cuda.mem_get_info``, read once per profile): a
+    CPU-sized budget starves a GPU with small chunks."""
+    device = torch.device("cpu" if device is None else device)
+    if device.type == "cuda":
+        return max(DEFAULT_MEMORY_MB, torch.cuda.mem_get_info(device)[0] / 2 / 2**20)
+    return DEFAULT_MEMORY_MB

@@ -22,9 +22,9 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .boolean import check_n, index_to_strings, strings
+from .boolean import MAX_EXHAUSTIVE_N, check_n, index_to_strings, strings
 from .model import Recognizer
-from .profile import classify, truth_table
+from .profile import classify, profile_from_table, truth_table
 from .profiles import wilson_interval
 from .settings import progress as _progress
 
@@ -386,3 +386,21 @@ def census_from_ids(ids, N: int) -> FunctionCensus:
     und = int((ids < 0).sum())
     u, c = np.unique(ids[ids >= 0], return_counts=True)
     return FunctionCensus(check_n(N, maximum=5), len(ids), u, c, und)
+
+
+# ---- random functions (experiment E1's control; moved from profile.py) -------------------
+def random_function_profiles(N: int, n_functions: int, *, seed: int = 0,
+                             chunk: int = 256) -> np.ndarray:
+    """Exact profiles K_0..K_N of ``n_functions`` uniformly random Boolean functions on
+    {0,1}^N: int64 array (n_functions, N+1), seeded, batched."""
+    N = check_n(N, maximum=MAX_EXHAUSTIVE_N)
+    if isinstance(n_functions, bool) or not isinstance(n_functions, (int, np.integer)) \
+            or n_functions < 1:
+        raise ValueError(f"n_functions must be an integer >= 1, got {n_functions!r}")
+    g = torch.Generator().manual_seed(seed)
+    out = []
+    for a in _progress(range(0, n_functions, chunk), desc=f"random functions N={N}"):
+        n = min(chunk, n_functions - a)
+        tables = torch.randint(0, 2, (n, 2**N), generator=g, dtype=torch.int8)
+        out.append(profile_from_table(tables).K.numpy())
+    return np.concatenate(out)

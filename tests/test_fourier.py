@@ -105,6 +105,7 @@ def test_bad_tables_are_refused():
         sb.closed_form_weights(sb.random_function(3), 3)
 
 
+@pytest.mark.cuda
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_cuda_matches_cpu():
     g = torch.Generator().manual_seed(0)

@@ -144,6 +144,7 @@ def _row(target, N, steps, budget=1000):
                 learned=int(np.isfinite(t).sum()), seeds=len(t))
 
 
+@pytest.mark.cuda
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_cuda_population_matches_cpu():
     pr, seeds, N = tiny(), [0, 1, 2], 7

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..profile import random_function_profiles
+from ..volume import random_function_profiles
 from . import Experiment, register
 
 

@@ -1,4 +1,5 @@
-"""Training populations of recognizers (chapter 6's experiment is ``experiments/ch6.py``).
+"""Training populations of recognizers (chapter 6's experiments are in
+``experiments/ch6_training.py``).
 
 The book's training protocol (every number lives in :class:`Protocol`, one place to change):
 
@@ -15,11 +16,11 @@ The book's training protocol (every number lives in :class:`Protocol`, one place
   Adam's update is element-wise, so one optimizer over the population trains P independent
   models: population training equals training each seed alone (``tests/test_train.py``).
 * **Steps, batch**: the step budget and batch per scale live in
-  ``sensbook.experiments.ch6.SIZES``.
+  ``sensbook.experiments.ch6_training.SIZES``.
 * **Evaluation**: labels are sign(T) (margin xi = 0, the function the model computes); a model
   has *learned* f once its accuracy reaches ``criterion`` (0.99), on all 2^N strings when
   N <= ``exhaustive_max``, else on a fixed held-out uniform sample; steps to learn are the first
-  checked step at which it does (``sensbook.experiments.ch6.run_config``), censored at the
+  checked step at which it does (``sensbook.experiments.ch6_training.run_config``), censored at the
   budget.
 
 Seeds train together: everything is one batched computation over the population axis, on

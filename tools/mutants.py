@@ -69,7 +69,7 @@ MUTANTS = (
            "experiments/ch5.py", "    sub.eps = eps\n", "    sub.eps = 0.0\n",
            ("ch5_measure_zero",)),
     Mutant("after-is-initial", "the after-training profiles are computed on the initial models",
-           "experiments/ch6.py", "    after = _profiles(model, f, N, config, n_test)",
+           "experiments/ch6_training.py", "    after = _profiles(model, f, N, config, n_test)",
            "    after = _profiles(init_population(seeds, pr, device=dev, dtype=dtype), f, N,\n"
            "                      config, n_test)  # mutant",
            ("ch6_training",)),

@@ -297,7 +297,8 @@ def curve_schedule(budget: int, points: int) -> list:
 # ---- steps to learn, and the trained model ------------------------------------------------
 def learn(model, f: BooleanFunction, N: int, seeds, protocol: Protocol = Protocol(), *,
           criterion: float = 0.99, checks=None, n_test: int | None = None, log_steps=None,
-          signal_steps=None, signal_strings=None, progress: bool = False) -> dict:
+          signal_steps=None, signal_strings=None, signal_probe=None,
+          progress: bool = False) -> dict:
     """Train until every seed has learned f or the budget ``protocol.steps`` is spent.
 
     Seed p has *learned* f at the first step in ``checks`` (default: every step) at which its
@@ -320,7 +321,10 @@ def learn(model, f: BooleanFunction, N: int, seeds, protocol: Protocol = Protoco
     ``signal`` = {``steps``, and per key of ``gradient_signal`` plus ``batch_grad_norm``
     a list (one row of P per recorded step)}. The logging reads the model and never writes it
     (its gradients are taken with ``torch.autograd.grad``, not accumulated), so training is
-    the same with it or without it (``tests/test_train.py``).
+    the same with it or without it (``tests/test_train.py``). ``signal_probe`` (optional, a
+    function of the model returning a dict of (P, ...) arrays, e.g.
+    :func:`sensbook.mechanism.eos_mechanism` on fixed strings) is recorded beside it, under
+    its own keys, at the same steps; it too must only read the model.
     """
     if not (isinstance(criterion, float) and 0.5 < criterion <= 1):
         raise ValueError(f"criterion must be an accuracy in (0.5, 1], got {criterion!r}")
@@ -340,6 +344,8 @@ def learn(model, f: BooleanFunction, N: int, seeds, protocol: Protocol = Protoco
             signal["steps"].append(step)
             rec = gradient_signal(model, f, signal_strings, loss=protocol.loss)
             rec["batch_grad_norm"] = _grad_norms(model)
+            if signal_probe is not None:
+                rec.update(signal_probe(model))
             for k, v in rec.items():
                 signal.setdefault(k, []).append(v.tolist())
         if step not in checks:

@@ -4,6 +4,7 @@ import pytest
 import torch
 
 import sensbook as sb
+from sensbook.mechanism import eos_mechanism
 from sensbook.train import target
 
 
@@ -217,7 +218,8 @@ def test_logging_the_gradient_signal_does_not_change_training():
     runs = []
     for log in (False, True):
         m = sb.init_population(seeds, pr, dtype=torch.float64)
-        kw = dict(signal_steps=[1, 7, 20, 40], signal_strings=sb.strings(N).double()) if log else {}
+        kw = dict(signal_steps=[1, 7, 20, 40], signal_strings=sb.strings(N).double(),
+                  signal_probe=lambda m: eos_mechanism(m, sb.strings(N))) if log else {}
         runs.append((sb.learn(m, sb.PARITY, N, seeds, pr, criterion=0.9, checks=range(5, 41, 5),
                               **kw), m.flat()))
     (off, theta_off), (on, theta_on) = runs
@@ -226,6 +228,11 @@ def test_logging_the_gradient_signal_does_not_change_training():
     assert torch.equal(theta_on, theta_off)                      # bit for bit
     np.testing.assert_array_equal(on["curve"], off["curve"])
     assert np.array(on["signal"]["grad_norm"]).shape == (len(on["signal"]["steps"]), 3)
+    # the mechanism probe logged beside it, at the same steps, is the probe of those parameters
+    assert np.array(on["signal"]["var_min"]).shape == (len(on["signal"]["steps"]), 3, 2)
+    assert on["steps"] == [None] * 3 and on["signal"]["steps"][-1] == on["steps_run"] == 40
+    np.testing.assert_allclose(on["signal"]["var_min"][-1],      # no seed learned: the last
+                               eos_mechanism(m, sb.strings(N))["var_min"], rtol=1e-12)
 
 
 def test_gradient_signal_against_a_direct_computation():

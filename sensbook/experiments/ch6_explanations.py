@@ -23,9 +23,11 @@ def rival_configs(scale: str) -> list:
     s = SIZES[check_scale(scale, "scale")]
     rv = s["rivals"]
     have = {(c["target"], c["N"]): c for c in sweep(scale).configs}
-    cells = configs(**{**s, "targets": [], "sparse": rv}, sharpness=None, basin=None)
+    cells = configs(**{**s, "targets": [], "sparse": rv}, sharpness=None, basin=None,
+                    mechanism=None)
     return ([c for c in cells if (c["target"], c["N"]) not in have]
-            + [dict(have[("PARITY", rv["control_N"])], signal=None, sharpness=None, basin=None)])
+            + [dict(have[("PARITY", rv["control_N"])], signal=None, sharpness=None, basin=None,
+                    mechanism=None)])
 
 
 register(Experiment("ch6.rivals", rival_configs, "sensbook.experiments.ch6_training:run_config", cost,

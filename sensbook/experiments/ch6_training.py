@@ -21,6 +21,7 @@ import numpy as np
 import torch
 
 from ..boolean import TruthTable, check_n, strings
+from ..mechanism import eos_mechanism
 from ..profile import sensitivity_profile, truth_table
 from ..runtime.sweep import Sweep
 from ..settings import check_scale, device as device_
@@ -33,7 +34,7 @@ from . import Experiment, register
 
 CONFIG_KEYS = ("target", "N", "seeds", "protocol", "criterion", "eval_every", "eval_growth",
                "exhaustive_max", "n_test", "curve_points", "dtype", "n_profile", "sharpness",
-               "basin", "signal")
+               "basin", "signal", "mechanism")
 SAMPLE_SEED = 17                       # the fixed strings of sharpness and basins
 
 
@@ -65,7 +66,12 @@ def run_config(config: dict, *, device=None, progress: bool = False) -> dict:
       training (:func:`sensbook.train.gradient_signal` on all 2^N strings, or a fixed sample
       of ``max_strings``, and the minibatch gradient's norm) at ``points`` geometric steps
       (:func:`sensbook.train.curve_schedule`), logged by :func:`sensbook.train.learn` without
-      changing what it trains.
+      changing what it trains;
+    * ``mechanism`` (if configured: ``max_strings``): what the models use to decide
+      (:func:`sensbook.mechanism.eos_mechanism` on all 2^N strings, or a fixed sample of
+      ``max_strings``): in ``before`` and ``after``, and, where the signal is logged, in
+      ``signal`` at the same steps (keys ``var_median``, ``var_min``, ``beta_median``,
+      ``att_max``, ``att_where``, ``att_share``).
 
     The result holds no timing and no device (the store's ``meta`` records both), so two runs
     of one configuration store the same result, with the same checksum.
@@ -107,6 +113,10 @@ def _profiles(model, f, N, config, n_test):
                 accuracy=accuracy(model, f, N, n_test=n_test).tolist())
 
 
+def _listed(d: dict) -> dict:
+    return {k: v.tolist() for k, v in d.items()}
+
+
 def _sample(N, n, dtype):
     """All 2^N strings if there are at most n, else n fixed uniform strings."""
     if 2**N <= n:
@@ -119,18 +129,26 @@ def _steps_to_learn(config, N, f, seeds, pr, crit, dev, dtype, progress):
     n_test = None if N <= int(config["exhaustive_max"]) else int(config["n_test"])
     model = init_population(seeds, pr, device=dev, dtype=dtype)
     before = _profiles(model, f, N, config, n_test)
+    mech = config["mechanism"]
+    xm = _sample(N, int(mech["max_strings"]), dtype) if mech else None
+    probe = (lambda m: eos_mechanism(m, xm)) if mech else None
+    if mech:
+        before["mechanism"] = _listed(probe(model))
     log_steps = curve_schedule(pr.steps, config["curve_points"])
     sig = config["signal"]
     run = learn(model, f, N, seeds, pr, criterion=crit, n_test=n_test, log_steps=log_steps,
                 checks=eval_schedule(pr.steps, config["eval_every"], config["eval_growth"]),
                 signal_steps=curve_schedule(pr.steps, int(sig["points"])) if sig else None,
                 signal_strings=_sample(N, int(sig["max_strings"]), dtype) if sig else None,
+                signal_probe=probe,
                 progress=progress)
     done = run["steps_run"]
     after = _profiles(model, f, N, config, n_test)
     xs = _sample(N, 2**N, dtype) if n_test is None else held_out_strings(N, n_test).to(dtype)
     after["margin"] = min_margin(model, xs).tolist()
     after["theta_norm"] = model.flat().double().norm(dim=1).tolist()
+    if mech:
+        after["mechanism"] = _listed(probe(model))
     learned = [p for p, s in enumerate(run["steps"]) if s is not None]
     out = {
         "name": str(f),
@@ -213,13 +231,15 @@ SIZES = {
 #: loss curve; ``n_profile``: sampled strings of a profile above ``exhaustive_max``;
 #: ``sharpness`` and ``basin``: how the trained solutions are probed (on all strings or a
 #: fixed sample of ``n_strings``; power iteration to a relative ``tol``; ``copies`` perturbed
-#: copies per noise scale in ``sigmas``).
+#: copies per noise scale in ``sigmas``); ``mechanism``: the eos layer norms and attention of
+#: the initial and trained models (and along PARITY's runs, with the signal) on all 2^N
+#: strings up to ``max_strings`` (every book length).
 EVAL = dict(criterion=0.99, eval_every=5, eval_growth=0.05, exhaustive_max=11, n_test=2048,
             curve_points=60, dtype="float32", n_profile=512,
             sharpness=dict(n_strings=256, iters=60, tol=1e-3),
             basin=dict(sigmas=[float(s) for s in np.geomspace(1e-4, 0.3, 13).round(6)],
                        copies=8, n_strings=256),
-            signal=None)
+            signal=None, mechanism=dict(max_strings=8192))
 #: The gradient signal logged along PARITY's runs (``ch6.training``'s PARITY cells only): at
 #: ``points`` geometric steps, on all 2^N strings up to ``max_strings`` (every book length).
 SIGNAL = dict(points=12, max_strings=8192)
@@ -246,7 +266,7 @@ def long_configs(scale: str) -> list:
     s = SIZES[check_scale(scale, "scale")]
     lg = s["long"]
     ev = {**EVAL, "n_test": int(lg["n_test"]), "eval_every": 10, "eval_growth": 0.1,
-          "n_profile": 128, "sharpness": None, "basin": None}
+          "n_profile": 128, "sharpness": None, "basin": None, "mechanism": None}
     cells = [(t, N, eps) for eps in lg["eps"] for t in ("FIRST", "MAJORITY") for N in lg["Ns"]]
     cells.append(("PARITY", min(lg["Ns"]), min(lg["eps"])))
     return [dict(target=t, N=int(N), seeds=list(range(int(lg["seeds"]))),
@@ -271,6 +291,10 @@ _COST_STEPS = {"PARITY": (5.1, 0.6), "FIRST": (4.9, 0.07), "MAJORITY": (4.0, 0.1
                "SPARSE_MAJORITY_3": (6.0, 0.2)}
 
 
+#: a mechanism probe's cost per string, relative to one forward and backward pass (``fb``)
+MECHANISM_COST = 1.0
+
+
 def cost(config: dict) -> float:
     """Predicted CPU-seconds (one thread) of one configuration: steps x (a per-step overhead
     + seeds x batch x (N+1) positions, more for long N where attention's (N+1)^2 shows)
@@ -291,10 +315,14 @@ def cost(config: dict) -> float:
         probe += P * (0.05 + 1e-6 * len(bs["sigmas"]) * bs["copies"]
                       * min(2**N, bs["n_strings"]) * (N + 1))
     fb = 2.5e-6 * P * (N + 1) * (1 + (N + 1) / 100)      # forward and backward, one string
+    n_signal = 0
     if config["signal"]:
         sg = config["signal"]
-        probe += fb * min(2**N, sg["max_strings"]) * sum(
-            1 for s in curve_schedule(pr["steps"], sg["points"]) if s <= steps)
+        n_signal = sum(1 for s in curve_schedule(pr["steps"], sg["points"]) if s <= steps)
+        probe += fb * min(2**N, sg["max_strings"]) * n_signal
+    if config.get("mechanism"):         # two forward passes per string, before, after, logged
+        probe += MECHANISM_COST * fb * min(2**N, config["mechanism"]["max_strings"]) * (
+            2 + n_signal)
     return 0.05 + steps * (5e-3 + fb * pr["batch"]) + 1e-6 * checks * P * strings * (N + 1) \
         + probe
 

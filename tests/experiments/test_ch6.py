@@ -245,11 +245,12 @@ def test_rival_configs_add_new_sparse_cells_and_one_unlogged_parity_cell():
             (t, N) for t in rv["targets"] for N in rv["Ns"]}
         same = trained[("PARITY", rv["control_N"])]
         assert same["signal"] and ctrl["signal"] is None
-        assert {k: v for k, v in ctrl.items() if k not in ("signal", "sharpness", "basin")} == \
-            {k: v for k, v in same.items() if k not in ("signal", "sharpness", "basin")}
+        assert {k: v for k, v in ctrl.items() if k not in ("signal", "sharpness", "basin", "mechanism")} == \
+            {k: v for k, v in same.items() if k not in ("signal", "sharpness", "basin", "mechanism")}
         assert all(c["signal"] is None for c in trained.values() if c["target"] != "PARITY")
     # the share of the book budget: about 200 CPU-seconds for the new work
-    logged = sum(ch6t.cost(c) - ch6t.cost(dict(c, signal=None)) for c in ch6t.sweep("book").configs)
+    logged = sum(ch6t.cost(dict(c, mechanism=None)) - ch6t.cost(dict(c, signal=None, mechanism=None))
+                 for c in ch6t.sweep("book").configs)
     assert 0 < logged and logged + sum(ch6t.cost(c) for c in ch6x.rival_configs("book")) <= 210
 
 

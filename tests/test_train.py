@@ -92,10 +92,15 @@ def test_targets_are_the_named_functions():
     assert torch.equal(target("MAJORITY", 7)(x), x.sum(-1) >= 4)
     assert torch.equal(target("SPARSE_PARITY_3", 7)(x), x[:, :3].sum(-1) % 2 == 1)
     assert torch.equal(target("SPARSE_MAJORITY_2", 7)(x), x[:, :2].sum(-1) >= 2)
+    # the spread support {ceil(N/3), ceil(2N/3), N}: {3, 5, 7} at N = 7, {5, 9, 13} at 13
+    assert torch.equal(target("SPREAD_PARITY_3", 7)(x), x[:, [2, 4, 6]].sum(-1) % 2 == 1)
+    y = sb.strings(13)
+    assert torch.equal(target("SPREAD_PARITY_3", 13)(y), y[:, [4, 8, 12]].sum(-1) % 2 == 1)
 
 
 @pytest.mark.parametrize("name,N,arg", [("MAJORITY", 10, "MAJORITY"), ("SPARSE_PARITY_9", 5, "m"),
-                                        ("SPARSE_PARITY_x", 5, "integer"), ("XOR", 5, "not a target")])
+                                        ("SPARSE_PARITY_x", 5, "integer"), ("XOR", 5, "not a target"),
+                                        ("SPREAD_PARITY_9", 5, "SPREAD_PARITY_9.*m must")])
 def test_bad_targets_raise(name, N, arg):
     with pytest.raises(ValueError, match=arg):
         target(name, N)

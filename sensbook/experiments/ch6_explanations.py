@@ -18,13 +18,17 @@ from .ch6_training import (SIZES, _censored_data, configs, cost, plateau_exit, s
 def rival_configs(scale: str) -> list:
     """The configurations of ``ch6.rivals``: sparse PARITY at the lengths of
     ``SIZES[scale]["rivals"]`` that ``ch6.training`` does not train already (ch6's protocol,
-    budget and seeds, no sharpness or basin), and ``ch6.training``'s PARITY cell at
-    ``control_N`` trained again with the gradient-signal logging off."""
+    budget and seeds, no sharpness or basin), sparse PARITY on the spread support
+    (``spread``: its targets, lengths and seeds), and ``ch6.training``'s PARITY cell at
+    ``control_N`` trained again with the gradient-signal logging off (the last)."""
     s = SIZES[check_scale(scale, "scale")]
     rv = s["rivals"]
     have = {(c["target"], c["N"]): c for c in sweep(scale).configs}
     cells = configs(**{**s, "targets": [], "sparse": rv}, sharpness=None, basin=None,
                     mechanism=None)
+    sp = rv["spread"]
+    cells += configs(**{**s, "targets": [], "seeds": sp["seeds"], "sparse": sp},
+                     sharpness=None, basin=None, mechanism=None)
     return ([c for c in cells if (c["target"], c["N"]) not in have]
             + [dict(have[("PARITY", rv["control_N"])], signal=None, sharpness=None, basin=None,
                     mechanism=None)])

@@ -202,20 +202,24 @@ TARGETS = ("PARITY", "FIRST", "MAJORITY")
 #: trained at; ``long``: FIRST and MAJORITY at long lengths (``Ns``), at each layer-norm eps
 #: (``eps``), ``seeds`` each, ``budget`` steps, accuracy on ``n_test`` held-out strings;
 #: ``rivals``: the sparse PARITY cells of ``ch6.rivals`` (``targets`` x ``Ns``, less those
-#: ``sparse`` already trains) and the length of its PARITY cell trained without logging.
+#: ``sparse`` already trains), the length of its PARITY cell trained without logging, and
+#: ``spread``: 3-sparse PARITY on the spread support {ceil(N/3), ceil(2N/3), N} (no x_1), at
+#: its own lengths and seeds.
 SIZES = {
     "ci": dict(Ns=[3, 5, 7, 9], seeds=4, budget=1500, batch=64, lr=1e-3,
                targets=list(TARGETS),
                sparse=dict(targets=["SPARSE_PARITY_3", "SPARSE_MAJORITY_3"], Ns=[5, 7, 9]),
                long=dict(Ns=[17, 33], eps=[1e-5, 0.1], seeds=3, budget=600, n_test=512),
-               rivals=dict(targets=["SPARSE_PARITY_2"], Ns=[5, 7, 9], control_N=5)),
+               rivals=dict(targets=["SPARSE_PARITY_2"], Ns=[5, 7, 9], control_N=5,
+                           spread=dict(targets=["SPREAD_PARITY_3"], Ns=[5, 7], seeds=3))),
     "book": dict(Ns=[5, 7, 9, 11, 13], seeds=6, budget=3000, batch=64, lr=1e-3,
                  targets=list(TARGETS),
                  sparse=dict(targets=["SPARSE_PARITY_3", "SPARSE_MAJORITY_3"], Ns=[5, 9, 13]),
                  long=dict(Ns=[17, 33, 65, 129], eps=[1e-5, 0.1], seeds=3, budget=1000,
                            n_test=512),
                  rivals=dict(targets=["SPARSE_PARITY_2", "SPARSE_PARITY_3"], Ns=[5, 9, 13, 21],
-                             control_N=5)),
+                             control_N=5,
+                             spread=dict(targets=["SPREAD_PARITY_3"], Ns=[9, 13], seeds=4))),
     "paper": dict(Ns=[5, 7, 9, 11, 13, 15, 17, 19], seeds=8, budget=10000, batch=64, lr=1e-3,
                   targets=list(TARGETS),
                   sparse=dict(targets=["SPARSE_PARITY_2", "SPARSE_PARITY_3",
@@ -223,7 +227,8 @@ SIZES = {
                   long=dict(Ns=[33, 65, 129, 257, 513], eps=[1e-5, 0.1], seeds=8,
                             budget=5000, n_test=2048),
                   rivals=dict(targets=["SPARSE_PARITY_2", "SPARSE_PARITY_3"], Ns=[21],
-                              control_N=7)),
+                              control_N=7, spread=dict(targets=["SPREAD_PARITY_3"],
+                                                       Ns=[5, 9, 13, 17, 21], seeds=8))),
 }
 #: When a model counts as having learned f (``criterion``, checked every ``eval_every`` steps
 #: and later every ``eval_growth`` x the step count, on all 2^N strings up to

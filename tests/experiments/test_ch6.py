@@ -239,7 +239,10 @@ def test_rival_configs_add_new_sparse_cells_and_one_unlogged_parity_cell():
         rv = ch6t.SIZES[scale]["rivals"]
         sparse, ctrl = cs[:-1], cs[-1]
         assert all((c["target"], c["N"]) not in trained and c["signal"] is None
-                   and c["target"] in rv["targets"] for c in sparse)
+                   and c["target"] in rv["targets"] + rv["spread"]["targets"] for c in sparse)
+        spread = [c for c in sparse if c["target"] in rv["spread"]["targets"]]
+        assert sorted(c["N"] for c in spread) == rv["spread"]["Ns"]
+        assert all(len(c["seeds"]) == rv["spread"]["seeds"] for c in spread)
         assert {(c["target"], c["N"]) for c in sparse} | {
             k for k in trained if k[0] in rv["targets"]} >= {
             (t, N) for t in rv["targets"] for N in rv["Ns"]}
@@ -251,7 +254,13 @@ def test_rival_configs_add_new_sparse_cells_and_one_unlogged_parity_cell():
     # the issue's share of the book budget: about 200 CPU-seconds for the new work
     logged = sum(ch6t.cost(dict(c, mechanism=None)) - ch6t.cost(dict(c, signal=None, mechanism=None))
                  for c in ch6t.sweep("book").configs)
-    assert 0 < logged and logged + sum(ch6t.cost(c) for c in ch6x.rival_configs("book")) <= 210
+    spread = sum(ch6t.cost(c) for c in ch6x.rival_configs("book") if c["target"].startswith("SPREAD"))
+    assert 0 < logged and logged + sum(ch6t.cost(c) for c in ch6x.rival_configs("book")) \
+        - spread <= 210
+    # issue 34's share: the mechanism probe and the spread support, about 150 CPU-seconds
+    mech = sum(ch6t.cost(c) - ch6t.cost(dict(c, mechanism=None))
+               for c in ch6t.sweep("book").configs)
+    assert 0 < mech and 0 < spread and mech + spread <= 160, (mech, spread)
 
 
 def test_power_growth_recovers_a_known_exponent_with_censoring():

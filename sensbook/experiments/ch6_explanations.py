@@ -169,3 +169,151 @@ def within_length_tau(rows, covariate: str = "grad_norm", n_perm: int = 2000,
     rng, obs = np.random.default_rng(seed), tau(groups)
     perm = [tau([(rng.permutation(c), t, d) for c, t, d in groups]) for _ in range(n_perm)]
     return dict(tau=float(obs), p=float((1 + np.sum(np.array(perm) <= obs)) / (1 + n_perm)))
+
+
+# ---- what the trained models use (the mechanism probe of ch6.training) ----------------------
+def mechanism_rows(configs, results) -> list:
+    """One row per ``ch6.training`` cell that carries the mechanism probe: ``target``, ``N``,
+    ``learned`` (per seed), and for ``before`` and ``after`` the arrays of
+    :func:`sensbook.mechanism.eos_mechanism` (per seed); ``along`` (PARITY's cells, where the
+    signal is logged): the logged ``steps`` and, per step and seed, ``loss``, ``coef``
+    (|degree-N Fourier coefficient of T|) and the probe's arrays; ``exit``
+    (:func:`plateau_exit`) and ``steps_run``."""
+    rows = []
+    arr = lambda d: {k: np.asarray(v, dtype=float) for k, v in d.items()}
+    for c, r in zip(configs, results):
+        if r is None or "mechanism" not in r["before"]:
+            continue
+        row = dict(target=c["target"], N=int(c["N"]), learned=np.array(
+            [s is not None for s in r["steps"]]), before=arr(r["before"]["mechanism"]),
+            after=arr(r["after"]["mechanism"]), steps_run=int(r["steps_run"]), along=None)
+        sig = r.get("signal")
+        if sig and "var_min" in sig:
+            row["along"] = dict(steps=np.asarray(sig["steps"], dtype=float),
+                                loss=np.asarray(sig["loss"]),
+                                coef=np.abs(np.asarray(sig["parity_coef"])),
+                                **{k: np.asarray(sig[k], dtype=float) for k in (
+                                    "var_median", "var_min", "beta_median", "att_max")})
+            row["exit"] = plateau_exit(dict(curve=np.asarray(r["curve"]),
+                                            curve_steps=np.asarray(r["curve_steps"])))
+        rows.append(row)
+    return rows
+
+
+def mechanism_table(mrows, which: int = -1) -> str:
+    """Per (target, N), HTML: learned seeds, and before -> after training the medians over
+    seeds of layer norm ``which``'s eos input variance (median over strings, and min over
+    strings), of beta, and of the largest eos attention weight (over layers and heads), with
+    the share of seeds whose largest weight points at x_1."""
+    head = ("target", "N", "learned", "LN var at eos, median over strings",
+            "LN var at eos, min over strings", "β (median)", "largest eos weight",
+            "seeds attending x₁")
+    out = ["<table>", "<thead><tr>" + "".join(f"<th>{h}</th>" for h in head) + "</tr></thead>",
+           "<tbody>"]
+    for r in mrows:
+        b, a = r["before"], r["after"]
+        two = lambda k, f=".3g": (f"{np.median(b[k][:, which]):{f}} → "
+                                  f"{np.median(a[k][:, which]):{f}}")
+        top = lambda m: m["att_max"].reshape(len(m["att_max"]), -1)
+        first = (np.take_along_axis(a["att_where"].reshape(len(top(a)), -1),
+                                    top(a).argmax(1)[:, None], 1)[:, 0] == 0).mean()
+        cells = (r["target"], r["N"], f"{r['learned'].sum()}/{len(r['learned'])}",
+                 two("var_median"), two("var_min"),
+                 f"{np.median(b['beta_median']):.0f} → {np.median(a['beta_median']):.0f}",
+                 f"{np.median(top(b).max(1)):.2f} → {np.median(top(a).max(1)):.2f}",
+                 f"{first:.2f}")
+        out.append("<tr>" + "".join(f"<td>{v}</td>" for v in cells) + "</tr>")
+    return "\n".join(out + ["</tbody>", "</table>"])
+
+
+def variance_slope(mrows, target_name: str = "PARITY", key: str = "var_min",
+                   which: int = -1, learned_only: bool = True) -> dict:
+    """How the trained models' eos layer-norm input variance (``key`` of layer norm
+    ``which``, per seed) scales with N: the least-squares slope k of log var = a + k log N
+    over the seeds (learned ones only, by default) of ``target_name``, its standard error and
+    95% t-interval (``df`` = points - 2), and how many standard errors it lies from the
+    construction's -4 and from -2 (``z4``, ``z2``); ``Ns`` and the ``median`` per N."""
+    xs, ys, Ns, med = [], [], [], []
+    for r in mrows:
+        if r["target"] != target_name:
+            continue
+        v = r["after"][key][:, which]
+        keep = r["learned"] if learned_only else np.ones(len(v), bool)
+        keep = keep & (v > 0)
+        if keep.any():
+            xs += [math.log(r["N"])] * int(keep.sum())
+            ys += list(np.log(v[keep]))
+            Ns.append(r["N"])
+            med.append(float(np.median(v[keep])))
+    if len(Ns) < 2:
+        raise ValueError(f"{target_name}: {key} at fewer than two lengths")
+    b, se, a = least_squares(xs, ys)
+    df = len(xs) - 2
+    half = t_quantile(0.975, df) * se if df > 0 else math.nan
+    return dict(slope=b, se=se, low=b - half, high=b + half, df=df, a=a, n=len(xs),
+                z4=(b + 4) / se, z2=(b + 2) / se, Ns=Ns, median=med)
+
+
+def _on_plateau(al, exit_, start: int, tol: float) -> np.ndarray:
+    """(steps, seeds): the logged steps on a seed's plateau (as :func:`plateau_signal`)."""
+    at = al["steps"][:, None]
+    return (at >= start) & (at < exit_) & (np.abs(al["loss"] - math.log(2)) < tol)
+
+
+def plateau_walk(mrow, which: int = -1, key: str = "var_min", start: int = 10,
+                 tol: float = 0.01) -> dict:
+    """Along one PARITY cell's logged steps, per seed, layer norm ``which``'s eos variance
+    (``key``): ``initial`` (the first logged step), ``plateau_low`` (its smallest value on
+    the seed's plateau, :func:`plateau_signal`'s steps; NaN with none logged there),
+    ``after_exit`` (the first logged step at or after the exit, NaN if none) and ``final``
+    (the trained model's); ``exit`` (inf where the loss never left log 2)."""
+    al, ex = mrow["along"], mrow["exit"]
+    v = al[key][..., which]                                           # (steps, seeds)
+    on = _on_plateau(al, ex, start, tol)
+    low = np.where(on.any(0), np.where(on, v, np.inf).min(0), np.nan)
+    post = al["steps"][:, None] >= ex
+    after = np.where(post.any(0), v[post.argmax(0), np.arange(v.shape[1])], np.nan)
+    return dict(initial=v[0], plateau_low=low, after_exit=after,
+                final=mrow["after"][key][:, which], exit=ex, n_plateau=on.sum(0))
+
+
+def escape_rates(mrow, start: int = 10, tol: float = 0.01, min_points: int = 3) -> dict:
+    """Per seed of a PARITY cell: the escape rate ``lam`` (per step) fitted by least squares
+    to log|c(t)| = log|c_0| + lam t over the logged steps on its plateau (:func:`plateau_signal`'s
+    steps; NaN with fewer than ``min_points``), its standard error ``se``, ``c0`` (|c| at the
+    first of them, at step ``t0``), ``predicted`` = t0 + log(1/|c0|) / lam (when |c| would
+    reach order one if it grew at that rate from there; NaN unless lam > 0), and the measured
+    ``exit`` (inf: never left)."""
+    al, ex = mrow["along"], mrow["exit"]
+    on = _on_plateau(al, ex, start, tol)
+    P = on.shape[1]
+    lam, se, c0, t0 = (np.full(P, np.nan) for _ in range(4))
+    for p in range(P):
+        t = al["steps"][on[:, p]]
+        if len(t) >= min_points:
+            y = np.log(al["coef"][on[:, p], p])
+            lam[p], se[p], _ = least_squares(t, y)
+            c0[p], t0[p] = math.exp(y[0]), t[0]
+    pred = np.where(lam > 0, t0 + np.log(1 / c0) / np.where(lam > 0, lam, 1.0), np.nan)
+    return dict(lam=lam, se=se, c0=c0, t0=t0, predicted=pred, exit=ex, N=mrow["N"],
+                n_points=on.sum(0))
+
+
+def rate_against_n(rates, key: str = "lam") -> dict:
+    """log ``key`` (per seed, positive and finite) against N across PARITY's lengths
+    (``rates``: :func:`escape_rates` per length): the least-squares slope per unit N with
+    its 95% t-interval, and the median per N."""
+    xs, ys, med = [], [], {}
+    for r in rates:
+        v = np.asarray(r[key], dtype=float)
+        ok = np.isfinite(v) & (v > 0)
+        if ok.any():
+            xs += [r["N"]] * int(ok.sum())
+            ys += list(np.log(v[ok]))
+            med[r["N"]] = float(np.median(v[ok]))
+    if len(med) < 2:
+        return dict(slope=math.nan, low=math.nan, high=math.nan, df=0, median=med, n=len(xs))
+    b, se, _ = least_squares(xs, ys)
+    df = len(xs) - 2
+    half = t_quantile(0.975, df) * se if df > 0 else math.nan
+    return dict(slope=b, low=b - half, high=b + half, df=df, median=med, n=len(xs))

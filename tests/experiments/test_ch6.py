@@ -348,3 +348,60 @@ def test_log_slope_is_statsmodels_ols_with_its_t_interval():
     assert g["slope"] == pytest.approx(ols.params[1], abs=1e-12)
     assert (g["t_low"], g["t_high"]) == pytest.approx((lo, hi), abs=1e-8)  # t_quantile to ~1e-9
     assert g["df"] == 18 and g["low"] < g["slope"] < g["high"]
+
+
+def _mech_row(N, lam, c0, exits, budget=4000, var0=1.5, dip=0.01):
+    """A PARITY cell whose |c| grows as c0 e^(lam t) on the plateau (the loss on log 2 until
+    the exit) and whose last layer norm's eos variance stays at var0 there, then dips."""
+    steps = np.array([1, 2, 5, 10, 20, 40, 80, 160, 320, 640, 1280, 2560], float)
+    ex = np.asarray(exits, float)
+    P = len(ex)
+    coef = np.asarray(c0) * np.exp(np.outer(steps, lam))
+    loss = np.where(steps[:, None] >= ex, 0.3, math.log(2) + 0.001)
+    var = np.where(steps[:, None] >= ex, dip, var0)[..., None] * np.ones(4)   # (steps, P, 2L)
+    cs = np.unique(np.r_[np.geomspace(1, budget, 200).round(), steps])
+    curve = np.where(cs[:, None] >= ex, 0.3, math.log(2))
+    mech = lambda v: dict(var_median=[[v] * 4] * P, var_min=[[v] * 4] * P,
+                          beta_median=[30.0] * P, att_max=[[[0.2]]] * P,
+                          att_where=[[[N]]] * P, att_share=[[[1.0]]] * P)
+    sig = dict(steps=steps.tolist(), loss=loss.tolist(), parity_coef=coef.tolist(),
+               var_median=var.tolist(), var_min=var.tolist(),
+               beta_median=np.full((len(steps), P), 30.0).tolist(),
+               att_max=np.full((len(steps), P, 1, 1), 0.2).tolist())
+    res = dict(steps=[None if e > budget else int(e) for e in ex], steps_run=budget,
+               curve=curve.tolist(), curve_steps=cs.tolist(), signal=sig,
+               before=dict(mechanism=mech(var0)), after=dict(mechanism=mech(dip)))
+    return dict(target="PARITY", N=N), res
+
+
+def test_escape_rates_recover_the_growth_rate_on_the_plateau():
+    c, r = _mech_row(9, [0.004, 0.002, 0.001], [1e-3, 1e-4, 1e-3], [900, 2000, 3000])
+    (row,) = ch6x.mechanism_rows([c], [r])
+    er = ch6x.escape_rates(row)
+    np.testing.assert_allclose(er["lam"], [0.004, 0.002, 0.001], rtol=1e-9)
+    np.testing.assert_array_equal(er["t0"], [10, 10, 10])           # the first plateau step
+    np.testing.assert_allclose(er["c0"], [1e-3 * np.exp(0.04), 1e-4 * np.exp(0.02),
+                                          1e-3 * np.exp(0.01)], rtol=1e-9)
+    want = 10 + np.log(1 / er["c0"]) / er["lam"]
+    np.testing.assert_allclose(er["predicted"], want)
+    walk = ch6x.plateau_walk(row)
+    np.testing.assert_allclose(walk["plateau_low"], 1.5)
+    np.testing.assert_allclose(walk["after_exit"], [0.01, 0.01, np.nan])   # none logged after
+    np.testing.assert_allclose(walk["final"], 0.01)
+    rn = ch6x.rate_against_n([er, dict(er, N=11, lam=er["lam"] / np.e ** 2)])
+    assert rn["slope"] == pytest.approx(-1.0) and rn["median"][9] == pytest.approx(0.002)
+
+
+def test_variance_slope_recovers_a_power_of_n_over_learned_seeds():
+    rng = np.random.default_rng(0)
+    cs, rs = [], []
+    for N in (5, 7, 9, 11, 13):
+        c, r = _mech_row(N, [0.003] * 4, [1e-3] * 4, [500, 600, 700, 5000])
+        v = 3.0 * N ** -2.0 * np.exp(0.1 * rng.standard_normal(4))
+        r["after"]["mechanism"]["var_min"] = [[1.0, 1.0, 1.0, x] for x in v[:3]] + [[1, 1, 1, 9.0]]
+        cs.append(c), rs.append(r)
+    g = ch6x.variance_slope(ch6x.mechanism_rows(cs, rs))
+    assert g["low"] < -2 < g["high"] and g["n"] == 15             # the censored seed left out
+    assert abs(g["z2"]) < 3 and g["z4"] > 10
+    html = ch6x.mechanism_table(ch6x.mechanism_rows(cs, rs))
+    assert html.count("<tr>") == 6 and "3/4" in html

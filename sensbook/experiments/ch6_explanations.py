@@ -10,7 +10,7 @@ import math
 import numpy as np
 
 from ..settings import check_scale, scale as current_scale
-from ..survival import fit_aft, heldout_loglik, profile_interval
+from ..survival import fit_aft, heldout_loglik, kaplan_meier, profile_interval
 from ..volume import critical_sigma, least_squares, t_quantile
 from . import Experiment, ch5, get, register, run_experiment
 from .ch6_training import (SIZES, _censored_data, configs, cost, plateau_exit, sweep)
@@ -317,3 +317,36 @@ def rate_against_n(rates, key: str = "lam") -> dict:
     df = len(xs) - 2
     half = t_quantile(0.975, df) * se if df > 0 else math.nan
     return dict(slope=b, low=b - half, high=b + half, df=df, median=med, n=len(xs))
+
+
+def fisher_fewer(k_a: int, n_a: int, k_b: int, n_b: int) -> float:
+    """One-sided Fisher exact p-value that group a (k_a of n_a learned within the budget)
+    learns less often than group b (k_b of n_b): P(at most k_a of the k_a + k_b learned seeds
+    fall in a | the margins), from the hypergeometric law."""
+    for name, v in (("k_a", k_a), ("n_a", n_a), ("k_b", k_b), ("n_b", n_b)):
+        if not (isinstance(v, (int, np.integer)) and v >= 0):
+            raise ValueError(f"{name} must be a count >= 0, got {v!r}")
+    if k_a > n_a or k_b > n_b:
+        raise ValueError(f"counts exceed their groups: {k_a}/{n_a}, {k_b}/{n_b}")
+    k, n = k_a + k_b, n_a + n_b
+    den = math.comb(n, k)
+    return float(sum(math.comb(n_a, i) * math.comb(n_b, k - i)
+                     for i in range(max(0, k - n_b), k_a + 1)) / den)
+
+
+def support_comparison(rows, marked: str, spread: str) -> list:
+    """At each length both sparse targets were trained (``rows``: :func:`times` rows), the
+    censored comparison of the spread support against the first positions: learned seeds
+    within the budget, the Kaplan-Meier median steps (inf: more than half censored) and the
+    one-sided Fisher p-value that the spread support is learned less often."""
+    by = {(r["target"], r["N"]): r for r in rows}
+    out = []
+    for N in sorted({n for t, n in by if t == spread and (marked, n) in by}):
+        a, b = by[spread, N], by[marked, N]
+        km = lambda r: kaplan_meier(np.minimum(r["steps"], r["budget"]),
+                                    np.isfinite(r["steps"]))["median"]
+        out.append(dict(N=N, spread=a["name"], marked=b["name"], learned=(
+            a["learned"], a["seeds"], b["learned"], b["seeds"]), median=(km(a), km(b)),
+            budget=a["budget"], p=fisher_fewer(a["learned"], a["seeds"], b["learned"],
+                                               b["seeds"])))
+    return out

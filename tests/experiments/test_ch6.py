@@ -405,3 +405,17 @@ def test_variance_slope_recovers_a_power_of_n_over_learned_seeds():
     assert abs(g["z2"]) < 3 and g["z4"] > 10
     html = ch6x.mechanism_table(ch6x.mechanism_rows(cs, rs))
     assert html.count("<tr>") == 6 and "3/4" in html
+
+
+def test_fisher_fewer_is_scipys_one_sided_exact_test():
+    from scipy.stats import fisher_exact
+
+    for ka, na, kb, nb in [(0, 4, 6, 6), (2, 4, 3, 6), (4, 4, 1, 6), (0, 3, 0, 6), (3, 3, 6, 6)]:
+        want = fisher_exact([[ka, na - ka], [kb, nb - kb]], alternative="less")[1]
+        assert ch6x.fisher_fewer(ka, na, kb, nb) == pytest.approx(want, rel=1e-12)
+    with pytest.raises(ValueError, match="exceed"):
+        ch6x.fisher_fewer(5, 4, 1, 6)
+    rows = [_row("SPREAD_PARITY_3", 13, [None] * 4), _row("SPARSE_PARITY_3", 13, [900] * 6)]
+    (c,) = ch6x.support_comparison(rows, "SPARSE_PARITY_3", "SPREAD_PARITY_3")
+    assert c["learned"] == (0, 4, 6, 6) and c["p"] == pytest.approx(1 / math.comb(10, 4))
+    assert c["median"][0] == np.inf and c["median"][1] == 900

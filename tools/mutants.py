@@ -86,6 +86,11 @@ MUTANTS = (
            "hinge.py", "    model = _check_model(model)\n    x = torch.as_tensor(x).to(model.dtype)",
            "    model = _check_model(model)\n    model.eps = 0.0  # mutant\n"
            "    x = torch.as_tensor(x).to(model.dtype)", ("ch3_eps_positive",)),
+    Mutant("probe-wrong-layer-norm", "the mechanism probe reads the layer norms in reverse "
+           "order (the first as the last)",
+           "mechanism.py", "var.append(tr.variances[..., -1].double().cpu())",
+           "var.append(tr.variances.flip(2)[..., -1].double().cpu())  # mutant",
+           ("ch6_training",)),
     Mutant("beta-sum-not-product", "the blowup beta sums the layer norms' factors tau instead "
            "of multiplying them (Lemma 2.9)",
            "model.py", "tau.prod(-1))", "tau.sum(-1))", ("ch4_eps_zero", "ch3_eps_positive")),

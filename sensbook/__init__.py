@@ -12,7 +12,8 @@ Companion package of the executable book following Kövér, Butoi, Svete, Hahn &
   worst-case flips), ``constructions`` (exact PARITY, FIRST and
   MAJORITY transformers), ``volume`` (basins, census, the parameter-function map),
   ``certify`` (interval bounds of T over a box of parameters, certified radii), ``train``
-  (population training, sharpness), ``survival`` (censored steps to learn:
+  (population training, sharpness), ``mechanism`` (what a trained model uses at eos:
+  layer-norm variances, blowup, attention), ``survival`` (censored steps to learn:
   Kaplan-Meier, accelerated-failure-time fits), ``fourier`` and ``controls`` (Walsh spectra; other architectures);
   ``pages`` (the figure style and explorers that answer on the published page);
   ``settings`` at the bottom (scale, device, progress bars), imported by all;
@@ -45,6 +46,7 @@ from .profile import (ACCEPT, NONFINITE, REJECT, UNDECIDED, Profile, classify, p
                       sensitivity_profile, truth_table, zero_sensitivity_count)
 from .profiles import compare_profiles, plot_profile
 from .survival import fit_aft, heldout_loglik, kaplan_meier, profile_interval
+from .mechanism import eos_mechanism
 from .pages import STYLE, explore, use_style
 from .settings import SCALES, check_device, device, pick, progress, scale, set_scale
 from .settings import VERSION as __version__

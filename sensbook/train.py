@@ -1,4 +1,5 @@
-"""Training populations of recognizers (chapter 6's experiment is ``experiments/ch6.py``).
+"""Training populations of recognizers (chapter 6's experiments are in
+``experiments/ch6_training.py``).
 
 The book's training protocol (every number lives in :class:`Protocol`, one place to change):
 
@@ -15,11 +16,11 @@ The book's training protocol (every number lives in :class:`Protocol`, one place
   Adam's update is element-wise, so one optimizer over the population trains P independent
   models: population training equals training each seed alone (``tests/test_train.py``).
 * **Steps, batch**: the step budget and batch per scale live in
-  ``sensbook.experiments.ch6.SIZES``.
+  ``sensbook.experiments.ch6_training.SIZES``.
 * **Evaluation**: labels are sign(T) (margin xi = 0, the function the model computes); a model
   has *learned* f once its accuracy reaches ``criterion`` (0.99), on all 2^N strings when
   N <= ``exhaustive_max``, else on a fixed held-out uniform sample; steps to learn are the first
-  checked step at which it does (``sensbook.experiments.ch6.run_config``), censored at the
+  checked step at which it does (``sensbook.experiments.ch6_training.run_config``), censored at the
   budget.
 
 Seeds train together: everything is one batched computation over the population axis, on
@@ -52,7 +53,10 @@ def target(name: str, N: int) -> BooleanFunction:
     ``PARITY``, ``FIRST``, ``MAJORITY`` (odd N: at even N a tie would be rejected, so the book
     trains MAJORITY at odd N only), ``SPARSE_PARITY_m`` and ``SPARSE_MAJORITY_m`` (m = 2..N) on
     the first m positions {1, ..., m} (a CHOICE: any fixed m positions would do; the first ones
-    are where the positional feature 1[n=1] and n/(N+1) give the model a handle).
+    are where the positional feature 1[n=1] and n/(N+1) give the model a handle), and
+    ``SPREAD_PARITY_m``: m-sparse PARITY on the spread positions {ceil(k N / m): k = 1..m}
+    (m = 2..N; for m = 3 {ceil(N/3), ceil(2N/3), N}), a generic support that holds the
+    marked x_1 only when N = m.
     """
     N = check_n(N)
     if not isinstance(name, str):
@@ -65,6 +69,13 @@ def target(name: str, N: int) -> BooleanFunction:
         if N % 2 == 0:
             raise ValueError(f"name='MAJORITY' needs odd N (no ties), got N={N}")
         return MAJORITY
+    if name.startswith("SPREAD_PARITY_"):
+        try:
+            m = len(target(name.replace("SPREAD", "SPARSE"), N).S)   # m checked there
+        except ValueError as e:
+            raise ValueError(str(e).replace("SPARSE", "SPREAD")) from None
+        from .boolean import sparse_parity
+        return sparse_parity(sorted({-(-k * N // m) for k in range(1, m + 1)}))
     for kind, cls in (("SPARSE_PARITY_", "parity"), ("SPARSE_MAJORITY_", "majority")):
         if name.startswith(kind):
             try:
@@ -76,7 +87,7 @@ def target(name: str, N: int) -> BooleanFunction:
             from .boolean import sparse_majority, sparse_parity
             return (sparse_parity if cls == "parity" else sparse_majority)(range(1, m + 1))
     raise ValueError(f"name={name!r} is not a target; allowed: PARITY, FIRST, MAJORITY, "
-                     f"SPARSE_PARITY_m, SPARSE_MAJORITY_m")
+                     f"SPARSE_PARITY_m, SPARSE_MAJORITY_m, SPREAD_PARITY_m")
 
 
 # ---- protocol -----------------------------------------------------------------------------
@@ -317,7 +328,8 @@ def curve_schedule(budget: int, points: int) -> list:
 # ---- steps to learn, and the trained model ------------------------------------------------
 def learn(model, f: BooleanFunction, N: int, seeds, protocol: Protocol = Protocol(), *,
           criterion: float = 0.99, checks=None, n_test: int | None = None, log_steps=None,
-          signal_steps=None, signal_strings=None, progress: bool = False) -> dict:
+          signal_steps=None, signal_strings=None, signal_probe=None,
+          progress: bool = False) -> dict:
     """Train until every seed has learned f or the budget ``protocol.steps`` is spent.
 
     Seed p has *learned* f at the first step in ``checks`` (default: every step) at which its
@@ -340,7 +352,10 @@ def learn(model, f: BooleanFunction, N: int, seeds, protocol: Protocol = Protoco
     ``signal`` = {``steps``, and per key of ``gradient_signal`` plus ``batch_grad_norm``
     a list (one row of P per recorded step)}. The logging reads the model and never writes it
     (its gradients are taken with ``torch.autograd.grad``, not accumulated), so training is
-    the same with it or without it (``tests/test_train.py``).
+    the same with it or without it (``tests/test_train.py``). ``signal_probe`` (optional, a
+    function of the model returning a dict of (P, ...) arrays, e.g.
+    :func:`sensbook.mechanism.eos_mechanism` on fixed strings) is recorded beside it, under
+    its own keys, at the same steps; it too must only read the model.
     """
     if not (isinstance(criterion, float) and 0.5 < criterion <= 1):
         raise ValueError(f"criterion must be an accuracy in (0.5, 1], got {criterion!r}")
@@ -360,6 +375,8 @@ def learn(model, f: BooleanFunction, N: int, seeds, protocol: Protocol = Protoco
             signal["steps"].append(step)
             rec = gradient_signal(model, f, signal_strings, loss=protocol.loss)
             rec["batch_grad_norm"] = _grad_norms(model)
+            if signal_probe is not None:
+                rec.update(signal_probe(model))
             for k, v in rec.items():
                 signal.setdefault(k, []).append(v.tolist())
         if step not in checks:

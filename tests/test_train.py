@@ -4,6 +4,7 @@ import pytest
 import torch
 
 import sensbook as sb
+from sensbook.mechanism import eos_mechanism
 from sensbook.train import target
 
 
@@ -91,10 +92,15 @@ def test_targets_are_the_named_functions():
     assert torch.equal(target("MAJORITY", 7)(x), x.sum(-1) >= 4)
     assert torch.equal(target("SPARSE_PARITY_3", 7)(x), x[:, :3].sum(-1) % 2 == 1)
     assert torch.equal(target("SPARSE_MAJORITY_2", 7)(x), x[:, :2].sum(-1) >= 2)
+    # the spread support {ceil(N/3), ceil(2N/3), N}: {3, 5, 7} at N = 7, {5, 9, 13} at 13
+    assert torch.equal(target("SPREAD_PARITY_3", 7)(x), x[:, [2, 4, 6]].sum(-1) % 2 == 1)
+    y = sb.strings(13)
+    assert torch.equal(target("SPREAD_PARITY_3", 13)(y), y[:, [4, 8, 12]].sum(-1) % 2 == 1)
 
 
 @pytest.mark.parametrize("name,N,arg", [("MAJORITY", 10, "MAJORITY"), ("SPARSE_PARITY_9", 5, "m"),
-                                        ("SPARSE_PARITY_x", 5, "integer"), ("XOR", 5, "not a target")])
+                                        ("SPARSE_PARITY_x", 5, "integer"), ("XOR", 5, "not a target"),
+                                        ("SPREAD_PARITY_9", 5, "SPREAD_PARITY_9.*m must")])
 def test_bad_targets_raise(name, N, arg):
     with pytest.raises(ValueError, match=arg):
         target(name, N)
@@ -218,7 +224,8 @@ def test_logging_the_gradient_signal_does_not_change_training():
     runs = []
     for log in (False, True):
         m = sb.init_population(seeds, pr, dtype=torch.float64)
-        kw = dict(signal_steps=[1, 7, 20, 40], signal_strings=sb.strings(N).double()) if log else {}
+        kw = dict(signal_steps=[1, 7, 20, 40], signal_strings=sb.strings(N).double(),
+                  signal_probe=lambda m: eos_mechanism(m, sb.strings(N))) if log else {}
         runs.append((sb.learn(m, sb.PARITY, N, seeds, pr, criterion=0.9, checks=range(5, 41, 5),
                               **kw), m.flat()))
     (off, theta_off), (on, theta_on) = runs
@@ -227,6 +234,11 @@ def test_logging_the_gradient_signal_does_not_change_training():
     assert torch.equal(theta_on, theta_off)                      # bit for bit
     np.testing.assert_array_equal(on["curve"], off["curve"])
     assert np.array(on["signal"]["grad_norm"]).shape == (len(on["signal"]["steps"]), 3)
+    # the mechanism probe logged beside it, at the same steps, is the probe of those parameters
+    assert np.array(on["signal"]["var_min"]).shape == (len(on["signal"]["steps"]), 3, 2)
+    assert on["steps"] == [None] * 3 and on["signal"]["steps"][-1] == on["steps_run"] == 40
+    np.testing.assert_allclose(on["signal"]["var_min"][-1],      # no seed learned: the last
+                               eos_mechanism(m, sb.strings(N))["var_min"], rtol=1e-12)
 
 
 def test_gradient_signal_against_a_direct_computation():

@@ -69,7 +69,7 @@ MUTANTS = (
            "experiments/ch5.py", "    sub.eps = eps\n", "    sub.eps = 0.0\n",
            ("ch5_measure_zero",)),
     Mutant("after-is-initial", "the after-training profiles are computed on the initial models",
-           "experiments/ch6.py", "    after = _profiles(model, f, N, config, n_test)",
+           "experiments/ch6_training.py", "    after = _profiles(model, f, N, config, n_test)",
            "    after = _profiles(init_population(seeds, pr, device=dev, dtype=dtype), f, N,\n"
            "                      config, n_test)  # mutant",
            ("ch6_training",)),
@@ -90,6 +90,11 @@ MUTANTS = (
            "step count it is given (so doubling the steps changes nothing)",
            "hinge.py", "ascend_in_box(model, log_flip, steps=steps,",
            "ascend_in_box(model, log_flip, steps=30,", ("ch3_eps_positive",)),
+    Mutant("probe-wrong-layer-norm", "the mechanism probe reads the layer norms in reverse "
+           "order (the first as the last)",
+           "mechanism.py", "var.append(tr.variances[..., -1].double().cpu())",
+           "var.append(tr.variances.flip(2)[..., -1].double().cpu())  # mutant",
+           ("ch6_training",)),
     Mutant("beta-sum-not-product", "the blowup beta sums the layer norms' factors tau instead "
            "of multiplying them (Lemma 2.9)",
            "model.py", "tau.prod(-1))", "tau.sum(-1))", ("ch4_eps_zero", "ch3_eps_positive")),

@@ -19,7 +19,7 @@ from ..profile import profile_from_table, truth_table
 from ..settings import device
 from ..train import Protocol, accuracy, eval_schedule, learn, target
 from ..volume import wilson_interval
-from . import Experiment, ch6, register
+from . import Experiment, ch6_training, register
 
 def _with_one_thread(fn, config, dev):
     threads = torch.get_num_threads()
@@ -79,7 +79,7 @@ def _summary(table):
 #: Chapter 7's sizes per scale (the one place they live). Survey: ``Ns``, ``P`` models
 #: per (arch, init, N) cell, the same P seeds at every N (one population followed across
 #: N). Training: ``train_N``, ``targets``, ``seeds`` per cell; the step budget, batch and
-#: learning rate are chapter 6's at the same scale (``ch6.SIZES``).
+#: learning rate are chapter 6's at the same scale (``ch6_training.SIZES``).
 SIZES = {
     "ci": dict(Ns=[6, 8], P=24, n_random=400, train_N=7, targets=["PARITY", "MAJORITY"],
                seeds=3),
@@ -160,10 +160,10 @@ def _train(config, dev):
 
 def ch7_train_configs(scale: str) -> list:
     """One configuration per (target, arch): chapter 6's step budget, batch, learning rate
-    and criterion at this scale (``ch6.SIZES``, ``ch6.EVAL``), at length ``train_N``."""
-    s, s6 = SIZES[scale], ch6.SIZES[scale]
+    and criterion at this scale (``ch6_training.SIZES``, ``ch6_training.EVAL``), at length ``train_N``."""
+    s, s6 = SIZES[scale], ch6_training.SIZES[scale]
     pr = Protocol(steps=s6["budget"], batch=s6["batch"], lr=s6["lr"], **SHAPE).to_dict()
-    ev = {k: ch6.EVAL[k] for k in ("criterion", "eval_every", "eval_growth")}
+    ev = {k: ch6_training.EVAL[k] for k in ("criterion", "eval_every", "eval_growth")}
     return [dict(arch=arch, target=t, N=s["train_N"], seeds=list(range(s["seeds"])),
                  protocol=pr, **ev) for t in s["targets"] for arch in ARCHS]
 

@@ -3,7 +3,7 @@
 * :func:`key`: a hash of the configuration and a *version*: the package version plus a
   fingerprint of the source files that compute the result (:func:`version`): the instrument
   modules of ``sensbook/`` and the module of the experiment's runner. Changed code never reads
-  stale results, and editing one chapter's experiments (``sensbook/experiments/ch6.py``)
+  stale results, and editing one chapter's experiments (``sensbook/experiments/ch6_training.py``)
   recomputes that chapter only.
 * :class:`Store` writes atomically (a temporary file in the same folder, flushed and fsynced,
   then ``os.replace``), so a killed run leaves either the whole file or none; a record holds its
@@ -45,7 +45,7 @@ def fingerprinted_files(runner: str | None = None) -> list:
     """The source files whose content is part of the key of ``runner``'s results (sorted):
     the package's top-level modules (the instruments) and, for a ``runner``
     (``"package.module:function"``) inside the package, that module and its package's
-    ``__init__.py`` (e.g. ``experiments/ch6.py`` and ``experiments/__init__.py``).
+    ``__init__.py`` (e.g. ``experiments/ch6_training.py`` and ``experiments/__init__.py``).
 
     Only importable modules count: a name that is a Python identifier (an editor's lock file
     ``.#model.py``, often a dangling symlink, or a backup ``model copy.py`` is no module and

@@ -1,18 +1,18 @@
-"""Chapter 6's experiment (sensbook/experiments/ch6.py): steps to learn, censoring, tables."""
+"""Chapter 6's experiment (sensbook/experiments/ch6_training.py, ch6_explanations.py): steps to learn, censoring, tables."""
 import math
 import numpy as np
 import pytest
 import torch
 
 import sensbook as sb
-from sensbook.experiments import ch6
+from sensbook.experiments import ch6_training as ch6t, ch6_explanations as ch6x
 from sensbook.train import target
 from tests.test_train import _row, tiny
 
 
 def tiny_config(name="MAJORITY", N=5, budget=60, seeds=(0, 1, 2), **kw):
     c = dict(target=name, N=N, seeds=list(seeds), protocol=tiny(steps=budget).to_dict(),
-             **ch6.EVAL)
+             **ch6t.EVAL)
     c.update(kw)
     return c
 
@@ -31,7 +31,7 @@ def test_training_stops_when_until_says_so_and_the_curve_is_window_means():
 
 def test_steps_to_learn_is_the_first_checked_step_at_the_criterion():
     c = tiny_config("MAJORITY", 5, budget=80, criterion=0.9)
-    r = ch6.run_config(c, device="cpu")
+    r = ch6t.run_config(c, device="cpu")
     acc = np.array(r["eval_accuracy"])                              # (checks, seeds)
     assert r["eval_steps"] == [s for s in sb.eval_schedule(80, 5, c["eval_growth"])
                                if s <= r["steps_run"]]
@@ -61,20 +61,20 @@ def test_steps_to_learn_is_the_first_checked_step_at_the_criterion():
                                 progress=False)
             assert (sb.accuracy(alone, sb.MAJORITY, 5)[0] >= 0.9) == want, (p, steps)
     # seeded: the same configuration gives the same record
-    r2 = ch6.run_config(c, device="cpu")
+    r2 = ch6t.run_config(c, device="cpu")
     assert r2["steps"] == r["steps"] and r2["curve"] == r["curve"]
 
 
 def test_a_seed_short_of_the_criterion_at_the_budget_is_censored():
-    r = ch6.run_config(tiny_config("PARITY", 6, budget=12), device="cpu")
+    r = ch6t.run_config(tiny_config("PARITY", 6, budget=12), device="cpu")
     assert r["steps"] == [None, None, None] and r["steps_run"] == 12
     assert r["eval_steps"][-1] == 12 and max(map(max, r["eval_accuracy"])) < 0.99
-    rows = ch6.times([tiny_config("PARITY", 6, budget=12)], [r])
+    rows = ch6t.times([tiny_config("PARITY", 6, budget=12)], [r])
     assert np.isinf(rows[0]["steps"]).all() and rows[0]["learned"] == 0
 
 
 def test_held_out_accuracy_above_exhaustive_max():
-    r = ch6.run_config(tiny_config("FIRST", 6, budget=10, exhaustive_max=5, n_test=300),
+    r = ch6t.run_config(tiny_config("FIRST", 6, budget=10, exhaustive_max=5, n_test=300),
                       device="cpu")
     assert r["accuracy_strings"] == 300
 
@@ -84,11 +84,11 @@ def test_held_out_accuracy_above_exhaustive_max():
                                         (dict(target="XOR"), "not a target")])
 def test_run_config_rejects_bad_configs(change, arg):
     with pytest.raises(ValueError, match=arg):
-        ch6.run_config({**tiny_config(), **change}, device="cpu")
+        ch6t.run_config({**tiny_config(), **change}, device="cpu")
     c = tiny_config()
     del c["eval_every"]
     with pytest.raises(ValueError, match="missing"):
-        ch6.run_config(c, device="cpu")
+        ch6t.run_config(c, device="cpu")
 
 
 def test_growth_recovers_a_known_slope_and_uses_the_censored_seeds():
@@ -98,11 +98,11 @@ def test_growth_recovers_a_known_slope_and_uses_the_censored_seeds():
     budget = 2**7.5
     rows = [_row("A", N, [s if s <= budget else None for s in true[N]], budget=budget)
             for N in Ns]
-    g = ch6.growth(rows, "A")
+    g = ch6t.growth(rows, "A")
     assert g["low"] < 0.5 < g["high"] and g["censored"] == sum(
         int((true[N] > budget).sum()) for N in Ns) > 4
     # counted at the budget instead, the slope is biased low
-    assert ch6.growth([_row("A", N, np.minimum(true[N], budget), budget=budget)
+    assert ch6t.growth([_row("A", N, np.minimum(true[N], budget), budget=budget)
                        for N in Ns], "A")["slope"] < g["low"]
     assert set(g["heldout"]) == {"N", "logN"}
     # the same seeds seen only on a grid of checks (powers of 2): read as exact times the
@@ -114,44 +114,44 @@ def test_growth_recovers_a_known_slope_and_uses_the_censored_seeds():
         r = _row("A", N, seen, budget=budget)
         r["checked_before"] = np.array([s / 2 if s is not None else 0.0 for s in seen])
         coarse.append(r)
-    gi = ch6.growth(coarse, "A")
+    gi = ch6t.growth(coarse, "A")
     assert gi["low"] < 0.5 < gi["high"] and gi["slope_exact"] != gi["slope"]
     with pytest.raises(ValueError, match="two lengths"):
-        ch6.growth([_row("D", 4, [5, 6])], "D")
+        ch6t.growth([_row("D", 4, [5, 6])], "D")
 
 
 def test_preferred_growth_needs_every_law_to_agree():
     fit = lambda n, logn: dict(heldout=dict(N=n, logN=logn))
-    assert ch6.preferred_growth([fit(-10, -15), fit(-3, -6)]) == "N"
-    assert ch6.preferred_growth([fit(-15, -10), fit(-9, -6)]) == "log N"
-    assert ch6.preferred_growth([fit(-10, -15), fit(-6, -5)]) == "cannot tell"
-    assert ch6.preferred_growth([dict(heldout=None)]) == "cannot tell"
+    assert ch6t.preferred_growth([fit(-10, -15), fit(-3, -6)]) == "N"
+    assert ch6t.preferred_growth([fit(-15, -10), fit(-9, -6)]) == "log N"
+    assert ch6t.preferred_growth([fit(-10, -15), fit(-6, -5)]) == "cannot tell"
+    assert ch6t.preferred_growth([dict(heldout=None)]) == "cannot tell"
 
 
 @pytest.mark.parametrize("name,N", [("PARITY", 6), ("FIRST", 5), ("MAJORITY", 7)])
 def test_accuracy_bound_holds_for_every_error_set_and_is_attained(name, N):
     f = target(name, N)
     table = f(sb.strings(N)).numpy()
-    ref = ch6.target_profile(name, N)
+    ref = ch6t.target_profile(name, N)
     rng = np.random.default_rng(0)
     for k in (1, 2, 3, 5):
         for _ in range(30):
             g = table.copy()
             g[rng.choice(2**N, k, replace=False)] ^= True
             prof = sb.TruthTable(g).profile(N) / 2**N
-            assert ch6.profile_distance(prof, ref) <= ch6.accuracy_bound(N, 1 - k / 2**N) + 1e-12
+            assert ch6t.profile_distance(prof, ref) <= ch6t.accuracy_bound(N, 1 - k / 2**N) + 1e-12
     if name == "PARITY":          # one isolated error moves exactly N + 1 strings
         g = table.copy()
         g[0] ^= True
         prof = sb.TruthTable(g).profile(N) / 2**N
-        assert ch6.profile_distance(prof, ref) == pytest.approx((N + 1) / 2**N)
+        assert ch6t.profile_distance(prof, ref) == pytest.approx((N + 1) / 2**N)
         assert prof[0] == 1 / 2**N              # and the error is a zero-sensitivity string
 
 
 def test_run_config_records_the_initial_and_the_trained_models():
     c = tiny_config("MAJORITY", 5, budget=80, criterion=0.9,
                     basin=dict(sigmas=[1e-4, 1e-2, 1.0], copies=4, n_strings=16))
-    r = ch6.run_config(c, device="cpu")
+    r = ch6t.run_config(c, device="cpu")
     pr = sb.Protocol.from_dict(c["protocol"])
     init = sb.init_population(c["seeds"], pr)
     assert r["before"]["K"] == sb.sensitivity_profile(init, 5, progress=False).counts.tolist()
@@ -171,14 +171,28 @@ def test_run_config_records_the_initial_and_the_trained_models():
             assert lam > 0 and 1e-4 < s99 < 1.0           # agreement 1 at 1e-4, low at 1
             assert r["basin"]["agreement"][p][0] == 1.0
     assert any(s is not None for s in r["steps"])
-    rows = ch6.times([c], [r])
+    rows = ch6t.times([c], [r])
     np.testing.assert_allclose(rows[0]["after"].sum(1), 1)
+
+
+def test_two_runs_of_one_configuration_store_the_same_checksum(tmp_path):
+    """Issue 38 item 9: the result held its CPU seconds, so two runs of one configuration
+    stored different checksums; timings and device belong to the store's meta."""
+    c = tiny_config("MAJORITY", 5, budget=40, criterion=0.9,
+                    basin=dict(sigmas=[1e-4, 1e-2], copies=2, n_strings=16))
+    s = sb.Sweep("same", [c], "sensbook.experiments.ch6_training:run_config")
+    recs = []
+    for out in (tmp_path / "a", tmp_path / "b"):
+        sb.run_sweep(s, out, progress=False)
+        recs.append(sb.Store(out, "same", s.version).record(c))
+    assert recs[0]["sha256"] == recs[1]["sha256"]
+    assert recs[0]["meta"]["cpu_seconds"] > 0 and recs[0]["meta"]["device"] == "cpu"
 
 
 def test_long_configs_are_odd_lengths_at_each_eps_plus_one_parity_cell():
     for scale in sb.SCALES:
-        lg = ch6.SIZES[scale]["long"]
-        cs = ch6.long_configs(scale)
+        lg = ch6t.SIZES[scale]["long"]
+        cs = ch6t.long_configs(scale)
         assert len(cs) == 2 * len(lg["Ns"]) * len(lg["eps"]) + 1
         assert all(c["N"] % 2 == 1 and c["N"] > c["exhaustive_max"] for c in cs)
         assert {c["protocol"]["eps"] for c in cs} == set(lg["eps"])
@@ -190,11 +204,11 @@ def test_plateau_exit_is_the_first_window_below_log2_minus_drop():
     row = dict(curve_steps=np.array([1, 2, 4, 8, 16]),
                curve=np.array([[0.70, 0.70], [0.69, 0.70], [0.58, 0.69], [0.2, 0.69],
                                [0.1, 0.69]]))
-    np.testing.assert_array_equal(ch6.plateau_exit(row), [4, np.inf])
+    np.testing.assert_array_equal(ch6t.plateau_exit(row), [4, np.inf])
 
 
 def test_table_is_html_with_one_row_per_cell_and_marks_censoring():
-    html = ch6.table([_row("PARITY", 5, [100, 300, 200]), _row("PARITY", 9, [900, None, None])])
+    html = ch6t.table([_row("PARITY", 5, [100, 300, 200]), _row("PARITY", 9, [900, None, None])])
     assert html.startswith("<table>") and html.count("<tr>") == 3 and "|" not in html
     assert "<td>3/3</td>" in html and "<td>200 [100, 300]</td>" in html
     assert "<td>1/3</td>" in html and "&gt; 1000 [900, censored]" in html
@@ -202,41 +216,51 @@ def test_table_is_html_with_one_row_per_cell_and_marks_censoring():
 
 def test_chapter6_configs_one_per_target_and_length_within_the_book_budget():
     for scale in sb.SCALES:
-        sizes = ch6.SIZES[scale]
-        cs = ch6.sweep(scale).configs
+        sizes = ch6t.SIZES[scale]
+        cs = ch6t.sweep(scale).configs
         cells = {(c["target"], c["N"]) for c in cs}
         sparse = sizes["sparse"]
         assert len(cells) == len(cs) == len(sizes["targets"]) * len(sizes["Ns"]) + len(
             sparse["targets"]) * len(sparse["Ns"])
         assert all(c["N"] % 2 == 1 for c in cs)            # MAJORITY without ties
         assert all(len(c["seeds"]) == sizes["seeds"] for c in cs)
-        assert all(ch6.cost(c) > 0 for c in cs)
+        assert all(ch6t.cost(c) > 0 for c in cs)
         for t in ("PARITY", "FIRST", "MAJORITY"):
             assert t in sizes["targets"]
     # the chapter's book-scale budget: 600 CPU-seconds of one thread (training and long)
-    assert sum(ch6.cost(c) for c in ch6.sweep("book").configs + ch6.long_configs("book")) <= 600
-    assert sb.experiment("ch6.training").configs("ci") == ch6.sweep("ci").configs
+    assert sum(ch6t.cost(c) for c in ch6t.sweep("book").configs + ch6t.long_configs("book")) <= 600
+    assert sb.experiment("ch6.training").configs("ci") == ch6t.sweep("ci").configs
 
 
 def test_rival_configs_add_new_sparse_cells_and_one_unlogged_parity_cell():
     for scale in sb.SCALES:
-        trained = {(c["target"], c["N"]): c for c in ch6.sweep(scale).configs}
-        cs = ch6.rival_configs(scale)
-        rv = ch6.SIZES[scale]["rivals"]
+        trained = {(c["target"], c["N"]): c for c in ch6t.sweep(scale).configs}
+        cs = ch6x.rival_configs(scale)
+        rv = ch6t.SIZES[scale]["rivals"]
         sparse, ctrl = cs[:-1], cs[-1]
         assert all((c["target"], c["N"]) not in trained and c["signal"] is None
-                   and c["target"] in rv["targets"] for c in sparse)
+                   and c["target"] in rv["targets"] + rv["spread"]["targets"] for c in sparse)
+        spread = [c for c in sparse if c["target"] in rv["spread"]["targets"]]
+        assert sorted(c["N"] for c in spread) == rv["spread"]["Ns"]
+        assert all(len(c["seeds"]) == rv["spread"]["seeds"] for c in spread)
         assert {(c["target"], c["N"]) for c in sparse} | {
             k for k in trained if k[0] in rv["targets"]} >= {
             (t, N) for t in rv["targets"] for N in rv["Ns"]}
         same = trained[("PARITY", rv["control_N"])]
         assert same["signal"] and ctrl["signal"] is None
-        assert {k: v for k, v in ctrl.items() if k not in ("signal", "sharpness", "basin")} == \
-            {k: v for k, v in same.items() if k not in ("signal", "sharpness", "basin")}
+        assert {k: v for k, v in ctrl.items() if k not in ("signal", "sharpness", "basin", "mechanism")} == \
+            {k: v for k, v in same.items() if k not in ("signal", "sharpness", "basin", "mechanism")}
         assert all(c["signal"] is None for c in trained.values() if c["target"] != "PARITY")
     # the issue's share of the book budget: about 200 CPU-seconds for the new work
-    logged = sum(ch6.cost(c) - ch6.cost(dict(c, signal=None)) for c in ch6.sweep("book").configs)
-    assert 0 < logged and logged + sum(ch6.cost(c) for c in ch6.rival_configs("book")) <= 210
+    logged = sum(ch6t.cost(dict(c, mechanism=None)) - ch6t.cost(dict(c, signal=None, mechanism=None))
+                 for c in ch6t.sweep("book").configs)
+    spread = sum(ch6t.cost(c) for c in ch6x.rival_configs("book") if c["target"].startswith("SPREAD"))
+    assert 0 < logged and logged + sum(ch6t.cost(c) for c in ch6x.rival_configs("book")) \
+        - spread <= 210
+    # issue 34's share: the mechanism probe and the spread support, about 150 CPU-seconds
+    mech = sum(ch6t.cost(c) - ch6t.cost(dict(c, mechanism=None))
+               for c in ch6t.sweep("book").configs)
+    assert 0 < mech and 0 < spread and mech + spread <= 160, (mech, spread)
 
 
 def test_power_growth_recovers_a_known_exponent_with_censoring():
@@ -246,7 +270,7 @@ def test_power_growth_recovers_a_known_exponent_with_censoring():
     budget = 3000
     rows = [_row("A", N, [s if s <= budget else None for s in true[N]], budget=budget)
             for N in Ns]
-    g = ch6.power_growth(rows, "A")
+    g = ch6x.power_growth(rows, "A")
     assert g["low"] < 1.5 < g["high"] and g["censored"] > 0
 
 
@@ -270,14 +294,14 @@ def _signal_row(N, exits, coef0, budget=1000):
 
 def test_plateau_signal_is_read_at_the_first_logged_step_on_the_plateau():
     row = _signal_row(7, [80, 320, math.inf], [1e-2, 1e-3, 1e-4])
-    ps = ch6.plateau_signal(row)
+    ps = ch6x.plateau_signal(row)
     np.testing.assert_array_equal(ps["at"], [20, 20, 20])
     np.testing.assert_allclose(ps["coef"], [1e-2, 1e-3, 1e-4])
     np.testing.assert_allclose(ps["grad_norm"], [2e-2, 2e-3, 2e-4])
     np.testing.assert_array_equal(ps["left"], [True, True, False])
     np.testing.assert_array_equal(ps["time"], [80, 320, 1000])
     early = _signal_row(7, [5, 320], [1e-2, 1e-3])          # left before any plateau step
-    assert np.isnan(ch6.plateau_signal(early)["coef"][0])
+    assert np.isnan(ch6x.plateau_signal(early)["coef"][0])
 
 
 def test_exit_fit_recovers_the_exponent_of_a_signal_that_sets_the_exit():
@@ -287,13 +311,13 @@ def test_exit_fit_recovers_the_exponent_of_a_signal_that_sets_the_exit():
         coef = 10 ** rng.uniform(-4, -2, 6)
         exits = np.round(2 * coef ** -1.0 * 2 ** (0.1 * rng.standard_normal(6)))
         rows.append(_signal_row(N, exits, coef, budget=10**6))
-    g = ch6.exit_fit(rows, "coef")
+    g = ch6x.exit_fit(rows, "coef")
     assert g["low"] < -1.0 < g["high"] and g["n"] == 24 and g["heldout"] is not None
-    star = ch6.exit_fit(rows, "sigma_star", sigma_star={5: 0.1, 7: 0.08, 9: 0.06, 11: 0.05})
+    star = ch6x.exit_fit(rows, "sigma_star", sigma_star={5: 0.1, 7: 0.08, 9: 0.06, 11: 0.05})
     assert g["heldout"] > star["heldout"] + 2          # sigma* cannot order seeds of one N
-    tau = ch6.within_length_tau(rows, "coef", n_perm=200)
+    tau = ch6x.within_length_tau(rows, "coef", n_perm=200)
     assert tau["tau"] < -0.5 and tau["p"] < 0.05
-    flat = ch6.within_length_tau(rows, "grad_norm", n_perm=200, seed=1)
+    flat = ch6x.within_length_tau(rows, "grad_norm", n_perm=200, seed=1)
     assert flat["tau"] == tau["tau"]                    # grad_norm = 2 coef: the same order
 
 
@@ -302,12 +326,12 @@ def test_parity_sigma_star_interpolates_chapter5_in_log_log(monkeypatch):
     sig = sb.experiments.ch5.basin_sigmas("ci")
     star = {N: 0.5 * N ** -1.0 for N in Ns5}
     p = {N: np.exp(-(sig / star[N]) ** 2) for N in Ns5}
-    monkeypatch.setattr(ch6, "run_experiment", lambda *a, **k: None)
-    monkeypatch.setattr(ch6.ch5, "basin_merge", lambda c, r: {
+    monkeypatch.setattr(ch6x, "run_experiment", lambda *a, **k: None)
+    monkeypatch.setattr(ch6x.ch5, "basin_merge", lambda c, r: {
         ("uniform", "PARITY", N): dict(p_exact=p[N]) for N in Ns5})
     want = np.array([sb.critical_sigma(sig, p[N]) for N in Ns5])
-    np.testing.assert_allclose(ch6.parity_sigma_star(Ns5, "ci"), want, rtol=1e-12)
-    mid = ch6.parity_sigma_star([5, 3, 13], "ci")             # between, and beyond the ends
+    np.testing.assert_allclose(ch6x.parity_sigma_star(Ns5, "ci"), want, rtol=1e-12)
+    mid = ch6x.parity_sigma_star([5, 3, 13], "ci")             # between, and beyond the ends
     assert want[1] < mid[0] < want[0] and mid[1] > want[0] and mid[2] < want[-1]
 
 
@@ -317,10 +341,81 @@ def test_log_slope_is_statsmodels_ols_with_its_t_interval():
     rng = np.random.default_rng(3)
     rows = [dict(target="X", N=N, key=2.0 ** (0.3 * N + rng.normal(0, 0.4, 5)))
             for N in (5, 7, 9, 11)]
-    g = ch6.log_slope(rows, "X", "key", n_boot=200)
+    g = ch6x.log_slope(rows, "X", "key", n_boot=200)
     x = np.concatenate([np.full(5, r["N"], float) for r in rows])
     ols = sm.OLS(np.log2(np.concatenate([r["key"] for r in rows])), sm.add_constant(x)).fit()
     lo, hi = ols.conf_int(0.05)[1]
     assert g["slope"] == pytest.approx(ols.params[1], abs=1e-12)
     assert (g["t_low"], g["t_high"]) == pytest.approx((lo, hi), abs=1e-8)  # t_quantile to ~1e-9
     assert g["df"] == 18 and g["low"] < g["slope"] < g["high"]
+
+
+def _mech_row(N, lam, c0, exits, budget=4000, var0=1.5, dip=0.01):
+    """A PARITY cell whose |c| grows as c0 e^(lam t) on the plateau (the loss on log 2 until
+    the exit) and whose last layer norm's eos variance stays at var0 there, then dips."""
+    steps = np.array([1, 2, 5, 10, 20, 40, 80, 160, 320, 640, 1280, 2560], float)
+    ex = np.asarray(exits, float)
+    P = len(ex)
+    coef = np.asarray(c0) * np.exp(np.outer(steps, lam))
+    loss = np.where(steps[:, None] >= ex, 0.3, math.log(2) + 0.001)
+    var = np.where(steps[:, None] >= ex, dip, var0)[..., None] * np.ones(4)   # (steps, P, 2L)
+    cs = np.unique(np.r_[np.geomspace(1, budget, 200).round(), steps])
+    curve = np.where(cs[:, None] >= ex, 0.3, math.log(2))
+    mech = lambda v: dict(var_median=[[v] * 4] * P, var_min=[[v] * 4] * P,
+                          beta_median=[30.0] * P, att_max=[[[0.2]]] * P,
+                          att_where=[[[N]]] * P, att_share=[[[1.0]]] * P)
+    sig = dict(steps=steps.tolist(), loss=loss.tolist(), parity_coef=coef.tolist(),
+               var_median=var.tolist(), var_min=var.tolist(),
+               beta_median=np.full((len(steps), P), 30.0).tolist(),
+               att_max=np.full((len(steps), P, 1, 1), 0.2).tolist())
+    res = dict(steps=[None if e > budget else int(e) for e in ex], steps_run=budget,
+               curve=curve.tolist(), curve_steps=cs.tolist(), signal=sig,
+               before=dict(mechanism=mech(var0)), after=dict(mechanism=mech(dip)))
+    return dict(target="PARITY", N=N), res
+
+
+def test_escape_rates_recover_the_growth_rate_on_the_plateau():
+    c, r = _mech_row(9, [0.004, 0.002, 0.001], [1e-3, 1e-4, 1e-3], [900, 2000, 3000])
+    (row,) = ch6x.mechanism_rows([c], [r])
+    er = ch6x.escape_rates(row)
+    np.testing.assert_allclose(er["lam"], [0.004, 0.002, 0.001], rtol=1e-9)
+    np.testing.assert_array_equal(er["t0"], [10, 10, 10])           # the first plateau step
+    np.testing.assert_allclose(er["c0"], [1e-3 * np.exp(0.04), 1e-4 * np.exp(0.02),
+                                          1e-3 * np.exp(0.01)], rtol=1e-9)
+    want = 10 + np.log(1 / er["c0"]) / er["lam"]
+    np.testing.assert_allclose(er["predicted"], want)
+    walk = ch6x.plateau_walk(row)
+    np.testing.assert_allclose(walk["plateau_low"], 1.5)
+    np.testing.assert_allclose(walk["after_exit"], [0.01, 0.01, np.nan])   # none logged after
+    np.testing.assert_allclose(walk["final"], 0.01)
+    rn = ch6x.rate_against_n([er, dict(er, N=11, lam=er["lam"] / np.e ** 2)])
+    assert rn["slope"] == pytest.approx(-1.0) and rn["median"][9] == pytest.approx(0.002)
+
+
+def test_variance_slope_recovers_a_power_of_n_over_learned_seeds():
+    rng = np.random.default_rng(0)
+    cs, rs = [], []
+    for N in (5, 7, 9, 11, 13):
+        c, r = _mech_row(N, [0.003] * 4, [1e-3] * 4, [500, 600, 700, 5000])
+        v = 3.0 * N ** -2.0 * np.exp(0.1 * rng.standard_normal(4))
+        r["after"]["mechanism"]["var_min"] = [[1.0, 1.0, 1.0, x] for x in v[:3]] + [[1, 1, 1, 9.0]]
+        cs.append(c), rs.append(r)
+    g = ch6x.variance_slope(ch6x.mechanism_rows(cs, rs))
+    assert g["low"] < -2 < g["high"] and g["n"] == 15             # the censored seed left out
+    assert abs(g["z2"]) < 3 and g["z4"] > 10
+    html = ch6x.mechanism_table(ch6x.mechanism_rows(cs, rs))
+    assert html.count("<tr>") == 6 and "3/4" in html
+
+
+def test_fisher_fewer_is_scipys_one_sided_exact_test():
+    from scipy.stats import fisher_exact
+
+    for ka, na, kb, nb in [(0, 4, 6, 6), (2, 4, 3, 6), (4, 4, 1, 6), (0, 3, 0, 6), (3, 3, 6, 6)]:
+        want = fisher_exact([[ka, na - ka], [kb, nb - kb]], alternative="less")[1]
+        assert ch6x.fisher_fewer(ka, na, kb, nb) == pytest.approx(want, rel=1e-12)
+    with pytest.raises(ValueError, match="exceed"):
+        ch6x.fisher_fewer(5, 4, 1, 6)
+    rows = [_row("SPREAD_PARITY_3", 13, [None] * 4), _row("SPARSE_PARITY_3", 13, [900] * 6)]
+    (c,) = ch6x.support_comparison(rows, "SPARSE_PARITY_3", "SPREAD_PARITY_3")
+    assert c["learned"] == (0, 4, 6, 6) and c["p"] == pytest.approx(1 / math.comb(10, 4))
+    assert c["median"][0] == np.inf and c["median"][1] == 900

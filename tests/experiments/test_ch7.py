@@ -33,14 +33,14 @@ def test_rank_correlation():
 
 
 def test_training_uses_chapter_6s_protocol_and_records_censoring():
-    from sensbook.experiments import ch6
+    from sensbook.experiments import ch6_training
 
     for scale in sb.SCALES:
         for c in ch7.ch7_train_configs(scale):
             pr = c["protocol"]
-            assert pr["steps"] == ch6.SIZES[scale]["budget"]
-            assert (pr["batch"], pr["lr"]) == (ch6.SIZES[scale]["batch"], ch6.SIZES[scale]["lr"])
-            assert c["criterion"] == ch6.EVAL["criterion"]
+            assert pr["steps"] == ch6_training.SIZES[scale]["budget"]
+            assert (pr["batch"], pr["lr"]) == (ch6_training.SIZES[scale]["batch"], ch6_training.SIZES[scale]["lr"])
+            assert c["criterion"] == ch6_training.EVAL["criterion"]
     c = dict(arch="MLP", target="MAJORITY", N=5, seeds=[0, 1],
              protocol=sb.Protocol(steps=60, batch=32, lr=3e-3, D=8, L=1, H=2).to_dict(),
              criterion=0.9, eval_every=5, eval_growth=0.05)
@@ -55,13 +55,13 @@ def test_training_uses_chapter_6s_protocol_and_records_censoring():
 
 
 def test_post_ln_training_is_chapter_6s_training():
-    from sensbook.experiments import ch6
+    from sensbook.experiments import ch6_training
 
     pr = sb.Protocol(steps=60, batch=32, lr=3e-3, D=16, L=2, H=2).to_dict()
     ev = dict(criterion=0.9, eval_every=5, eval_growth=0.05)
     r7 = ch7.train_one(dict(arch="post-LN", target="MAJORITY", N=5, seeds=[0, 1],
                             protocol=pr, **ev))
     c6 = dict(target="MAJORITY", N=5, seeds=[0, 1], protocol=pr,
-              **{**ch6.EVAL, **ev, "sharpness": None, "basin": None})
-    r6 = ch6.run_config(c6, device="cpu")
+              **{**ch6_training.EVAL, **ev, "sharpness": None, "basin": None})
+    r6 = ch6_training.run_config(c6, device="cpu")
     assert r7["steps"] == r6["steps"] and r7["after"]["K"] == r6["after"]["K"]

@@ -13,7 +13,7 @@ import pytest
 import sensbook as sb
 import sensbook.runtime.store
 from sensbook.cli import main
-from sensbook.experiments import ch6
+from sensbook.experiments import ch6_training as ch6
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -184,7 +184,7 @@ def test_workers_are_spread_over_devices(tmp_path):
 def test_real_runner_results_round_trip(tmp_path):
     pr = sb.Protocol(D=8, L=1, H=2, steps=5, batch=8)
     c = dict(target="FIRST", N=5, seeds=[0, 1], protocol=pr.to_dict(), **ch6.EVAL)
-    s = sb.Sweep("real", [c], "sensbook.experiments.ch6:run_config")
+    s = sb.Sweep("real", [c], "sensbook.experiments.ch6_training:run_config")
     (r,), _ = sb.run_sweep(s, tmp_path, progress=False)
     (r2,), stats = sb.run_sweep(s, tmp_path, progress=False)
     assert stats["stored"] == 1 and r2 == json.loads(json.dumps(r))
@@ -222,16 +222,16 @@ def test_key_covers_the_instruments_and_the_runners_chapter_only():
     files = lambda runner=None: {p.relative_to(p.parents[1] if p.parent.name != "sensbook"
                                                else p.parent).as_posix()
                                  for p in sensbook.runtime.store.fingerprinted_files(runner)}
-    ch6_files = files("sensbook.experiments.ch6:run_config")
+    ch6_files = files("sensbook.experiments.ch6_training:run_config")
     for m in ("boolean.py", "model.py", "profile.py", "train.py", "geometry.py", "volume.py",
-              "constructions.py", "settings.py", "experiments/ch6.py", "experiments/__init__.py"):
+              "constructions.py", "settings.py", "experiments/ch6_training.py", "experiments/__init__.py"):
         assert m in ch6_files
     # the command line, the runtime and the other chapters' experiments are not in ch6's key
     assert not {"cli.py", "__init__.py", "pages.py", "experiments/ch2.py"} & ch6_files
     assert not any(f.startswith("runtime/") for f in ch6_files)
     assert files() == {f for f in ch6_files if "/" not in f}
     v = sensbook.runtime.store.version
-    assert v("sensbook.experiments.ch6:run_config") != v("sensbook.experiments.ch2:e1_cell")
+    assert v("sensbook.experiments.ch6_training:run_config") != v("sensbook.experiments.ch2:e1_cell")
     assert v("tests.runtime.test_sweep:fake") == v()        # code outside the package: no file
 
 

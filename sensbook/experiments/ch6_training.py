@@ -1,4 +1,5 @@
-"""Chapter 6's experiments: how long training takes, and what it produces.
+"""Chapter 6's training experiments (book/ch6_training.md): how long training takes, and what
+it produces.
 
 * ``ch6.training``: PARITY, FIRST and MAJORITY (and sparse variants) against N. Each
   configuration trains several seeds of one (target, N) as one population for at most a step
@@ -7,29 +8,33 @@
   (E2/E3), and for learned seeds the sharpness and basin radius of the trained solution.
 * ``ch6.long``: FIRST and MAJORITY at long inputs, at two layer-norm eps, with the margin of
   the learned models.
+* ``ch6.first_mechanism``: what trained FIRST uses at long N, and FIRST without 1[n = 1].
+
+The rival explanations of the training cost (book/ch6_explanations.md) are in
+:mod:`sensbook.experiments.ch6_explanations`.
 """
 from __future__ import annotations
 
 import math
-import time
 
 import numpy as np
 import torch
 
 from ..boolean import TruthTable, check_n, strings
+from ..mechanism import eos_mechanism
 from ..profile import sensitivity_profile, truth_table
 from ..runtime.sweep import Sweep
-from ..settings import check_scale, device as device_, scale as current_scale
+from ..settings import check_scale, device as device_
 from ..survival import fit_aft, heldout_loglik, kaplan_meier, profile_interval
 from ..train import (Protocol, _check_seeds, accuracy, curve_schedule, eval_schedule,
                      held_out_strings, init_population, learn, min_margin, target,
                      top_hessian_eigenvalue)
-from ..volume import basin_curve, critical_sigma, least_squares, t_quantile
-from . import Experiment, ch5, get, register, run_experiment
+from ..volume import basin_curve, critical_sigma
+from . import Experiment, register
 
 CONFIG_KEYS = ("target", "N", "seeds", "protocol", "criterion", "eval_every", "eval_growth",
                "exhaustive_max", "n_test", "curve_points", "dtype", "n_profile", "sharpness",
-               "basin", "signal")
+               "basin", "signal", "mechanism")
 SAMPLE_SEED = 17                       # the fixed strings of sharpness and basins
 
 
@@ -62,7 +67,14 @@ def run_config(config: dict, *, device=None, progress: bool = False) -> dict:
       of ``max_strings``, and the minibatch gradient's norm) at ``points`` geometric steps
       (:func:`sensbook.train.curve_schedule`), logged by :func:`sensbook.train.learn` without
       changing what it trains;
-    * ``cpu_seconds`` and ``device``.
+    * ``mechanism`` (if configured: ``max_strings``): what the models use to decide
+      (:func:`sensbook.mechanism.eos_mechanism` on all 2^N strings, or a fixed sample of
+      ``max_strings``): in ``before`` and ``after``, and, where the signal is logged, in
+      ``signal`` at the same steps (keys ``var_median``, ``var_min``, ``beta_median``,
+      ``att_max``, ``att_where``, ``att_share``).
+
+    The result holds no timing and no device (the store's ``meta`` records both), so two runs
+    of one configuration store the same result, with the same checksum.
     """
     missing = [k for k in CONFIG_KEYS if k not in config]
     unknown = sorted(set(config) - set(CONFIG_KEYS))
@@ -101,6 +113,10 @@ def _profiles(model, f, N, config, n_test):
                 accuracy=accuracy(model, f, N, n_test=n_test).tolist())
 
 
+def _listed(d: dict) -> dict:
+    return {k: v.tolist() for k, v in d.items()}
+
+
 def _sample(N, n, dtype):
     """All 2^N strings if there are at most n, else n fixed uniform strings."""
     if 2**N <= n:
@@ -110,22 +126,29 @@ def _sample(N, n, dtype):
 
 
 def _steps_to_learn(config, N, f, seeds, pr, crit, dev, dtype, progress):
-    c0 = time.process_time()
     n_test = None if N <= int(config["exhaustive_max"]) else int(config["n_test"])
     model = init_population(seeds, pr, device=dev, dtype=dtype)
     before = _profiles(model, f, N, config, n_test)
+    mech = config["mechanism"]
+    xm = _sample(N, int(mech["max_strings"]), dtype) if mech else None
+    probe = (lambda m: eos_mechanism(m, xm)) if mech else None
+    if mech:
+        before["mechanism"] = _listed(probe(model))
     log_steps = curve_schedule(pr.steps, config["curve_points"])
     sig = config["signal"]
     run = learn(model, f, N, seeds, pr, criterion=crit, n_test=n_test, log_steps=log_steps,
                 checks=eval_schedule(pr.steps, config["eval_every"], config["eval_growth"]),
                 signal_steps=curve_schedule(pr.steps, int(sig["points"])) if sig else None,
                 signal_strings=_sample(N, int(sig["max_strings"]), dtype) if sig else None,
+                signal_probe=probe,
                 progress=progress)
     done = run["steps_run"]
     after = _profiles(model, f, N, config, n_test)
     xs = _sample(N, 2**N, dtype) if n_test is None else held_out_strings(N, n_test).to(dtype)
     after["margin"] = min_margin(model, xs).tolist()
     after["theta_norm"] = model.flat().double().norm(dim=1).tolist()
+    if mech:
+        after["mechanism"] = _listed(probe(model))
     learned = [p for p, s in enumerate(run["steps"]) if s is not None]
     out = {
         "name": str(f),
@@ -143,7 +166,6 @@ def _steps_to_learn(config, N, f, seeds, pr, crit, dev, dtype, progress):
         "basin": None,
         "signal": run["signal"],
     }
-    c1 = time.process_time()
     if config["sharpness"] and learned:
         sh = config["sharpness"]
         res = top_hessian_eigenvalue(model.select(learned), f,
@@ -154,8 +176,6 @@ def _steps_to_learn(config, N, f, seeds, pr, crit, dev, dtype, progress):
             lam[p] = v
         out["sharpness"] = dict(lam=lam, iterations=res["iterations"],
                                 converged=bool(res["converged"].all()))
-    out["seconds_sharpness"] = time.process_time() - c1
-    c1 = time.process_time()
     if config["basin"] and learned:
         b = config["basin"]
         sig = [float(s) for s in b["sigmas"]]
@@ -170,9 +190,6 @@ def _steps_to_learn(config, N, f, seeds, pr, crit, dev, dtype, progress):
             v = critical_sigma(sig, curve["accuracy"], level=0.99)
             s99[p] = v if math.isfinite(v) else None     # NaN: not bracketed by the grid
         out["basin"] = dict(sigmas=sig, agreement=agree, sigma99=s99)
-    out["seconds_basin"] = time.process_time() - c1
-    out["cpu_seconds"] = time.process_time() - c0
-    out["device"] = str(dev)
     return out
 
 
@@ -185,20 +202,24 @@ TARGETS = ("PARITY", "FIRST", "MAJORITY")
 #: trained at; ``long``: FIRST and MAJORITY at long lengths (``Ns``), at each layer-norm eps
 #: (``eps``), ``seeds`` each, ``budget`` steps, accuracy on ``n_test`` held-out strings;
 #: ``rivals``: the sparse PARITY cells of ``ch6.rivals`` (``targets`` x ``Ns``, less those
-#: ``sparse`` already trains) and the length of its PARITY cell trained without logging.
+#: ``sparse`` already trains), the length of its PARITY cell trained without logging, and
+#: ``spread``: 3-sparse PARITY on the spread support {ceil(N/3), ceil(2N/3), N} (no x_1), at
+#: its own lengths and seeds.
 SIZES = {
     "ci": dict(Ns=[3, 5, 7, 9], seeds=4, budget=1500, batch=64, lr=1e-3,
                targets=list(TARGETS),
                sparse=dict(targets=["SPARSE_PARITY_3", "SPARSE_MAJORITY_3"], Ns=[5, 7, 9]),
                long=dict(Ns=[17, 33], eps=[1e-5, 0.1], seeds=3, budget=600, n_test=512),
-               rivals=dict(targets=["SPARSE_PARITY_2"], Ns=[5, 7, 9], control_N=5)),
+               rivals=dict(targets=["SPARSE_PARITY_2"], Ns=[5, 7, 9], control_N=5,
+                           spread=dict(targets=["SPREAD_PARITY_3"], Ns=[5, 7], seeds=3))),
     "book": dict(Ns=[5, 7, 9, 11, 13], seeds=6, budget=3000, batch=64, lr=1e-3,
                  targets=list(TARGETS),
                  sparse=dict(targets=["SPARSE_PARITY_3", "SPARSE_MAJORITY_3"], Ns=[5, 9, 13]),
                  long=dict(Ns=[17, 33, 65, 129], eps=[1e-5, 0.1], seeds=3, budget=1000,
                            n_test=512),
                  rivals=dict(targets=["SPARSE_PARITY_2", "SPARSE_PARITY_3"], Ns=[5, 9, 13, 21],
-                             control_N=5)),
+                             control_N=5,
+                             spread=dict(targets=["SPREAD_PARITY_3"], Ns=[9, 13], seeds=4))),
     "paper": dict(Ns=[5, 7, 9, 11, 13, 15, 17, 19], seeds=8, budget=10000, batch=64, lr=1e-3,
                   targets=list(TARGETS),
                   sparse=dict(targets=["SPARSE_PARITY_2", "SPARSE_PARITY_3",
@@ -206,7 +227,8 @@ SIZES = {
                   long=dict(Ns=[33, 65, 129, 257, 513], eps=[1e-5, 0.1], seeds=8,
                             budget=5000, n_test=2048),
                   rivals=dict(targets=["SPARSE_PARITY_2", "SPARSE_PARITY_3"], Ns=[21],
-                              control_N=7)),
+                              control_N=7, spread=dict(targets=["SPREAD_PARITY_3"],
+                                                       Ns=[5, 9, 13, 17, 21], seeds=8))),
 }
 #: When a model counts as having learned f (``criterion``, checked every ``eval_every`` steps
 #: and later every ``eval_growth`` x the step count, on all 2^N strings up to
@@ -214,13 +236,15 @@ SIZES = {
 #: loss curve; ``n_profile``: sampled strings of a profile above ``exhaustive_max``;
 #: ``sharpness`` and ``basin``: how the trained solutions are probed (on all strings or a
 #: fixed sample of ``n_strings``; power iteration to a relative ``tol``; ``copies`` perturbed
-#: copies per noise scale in ``sigmas``).
+#: copies per noise scale in ``sigmas``); ``mechanism``: the eos layer norms and attention of
+#: the initial and trained models (and along PARITY's runs, with the signal) on all 2^N
+#: strings up to ``max_strings`` (every book length).
 EVAL = dict(criterion=0.99, eval_every=5, eval_growth=0.05, exhaustive_max=11, n_test=2048,
             curve_points=60, dtype="float32", n_profile=512,
             sharpness=dict(n_strings=256, iters=60, tol=1e-3),
             basin=dict(sigmas=[float(s) for s in np.geomspace(1e-4, 0.3, 13).round(6)],
                        copies=8, n_strings=256),
-            signal=None)
+            signal=None, mechanism=dict(max_strings=8192))
 #: The gradient signal logged along PARITY's runs (``ch6.training``'s PARITY cells only): at
 #: ``points`` geometric steps, on all 2^N strings up to ``max_strings`` (every book length).
 SIGNAL = dict(points=12, max_strings=8192)
@@ -247,7 +271,7 @@ def long_configs(scale: str) -> list:
     s = SIZES[check_scale(scale, "scale")]
     lg = s["long"]
     ev = {**EVAL, "n_test": int(lg["n_test"]), "eval_every": 10, "eval_growth": 0.1,
-          "n_profile": 128, "sharpness": None, "basin": None}
+          "n_profile": 128, "sharpness": None, "basin": None, "mechanism": None}
     cells = [(t, N, eps) for eps in lg["eps"] for t in ("FIRST", "MAJORITY") for N in lg["Ns"]]
     cells.append(("PARITY", min(lg["Ns"]), min(lg["eps"])))
     return [dict(target=t, N=int(N), seeds=list(range(int(lg["seeds"]))),
@@ -256,23 +280,12 @@ def long_configs(scale: str) -> list:
             for t, N, eps in cells]
 
 
-def rival_configs(scale: str) -> list:
-    """The configurations of ``ch6.rivals``: sparse PARITY at the lengths of
-    ``SIZES[scale]["rivals"]`` that ``ch6.training`` does not train already (ch6's protocol,
-    budget and seeds, no sharpness or basin), and ``ch6.training``'s PARITY cell at
-    ``control_N`` trained again with the gradient-signal logging off."""
-    s = SIZES[check_scale(scale, "scale")]
-    rv = s["rivals"]
-    have = {(c["target"], c["N"]): c for c in sweep(scale).configs}
-    cells = configs(**{**s, "targets": [], "sparse": rv}, sharpness=None, basin=None)
-    return ([c for c in cells if (c["target"], c["N"]) not in have]
-            + [dict(have[("PARITY", rv["control_N"])], signal=None, sharpness=None, basin=None)])
 
 
 def sweep(scale: str, **overrides):
     """Chapter 6's sweep at a scale (``SIZES``; ``overrides`` change single sizes)."""
     sizes = {**SIZES[check_scale(scale, "scale")], **overrides}
-    return Sweep("ch6.training", configs(**sizes), "sensbook.experiments.ch6:run_config")
+    return Sweep("ch6.training", configs(**sizes), "sensbook.experiments.ch6_training:run_config")
 
 
 #: Steps a configuration runs (until its slowest seed learns, at most the budget),
@@ -281,6 +294,10 @@ def sweep(scale: str, **overrides):
 _COST_STEPS = {"PARITY": (5.1, 0.6), "FIRST": (4.9, 0.07), "MAJORITY": (4.0, 0.15),
                "SPARSE_PARITY_2": (6.3, 0.14), "SPARSE_PARITY_3": (6.6, 0.25),
                "SPARSE_MAJORITY_3": (6.0, 0.2)}
+
+
+#: a mechanism probe's cost per string, relative to one forward and backward pass (``fb``)
+MECHANISM_COST = 1.0
 
 
 def cost(config: dict) -> float:
@@ -303,23 +320,24 @@ def cost(config: dict) -> float:
         probe += P * (0.05 + 1e-6 * len(bs["sigmas"]) * bs["copies"]
                       * min(2**N, bs["n_strings"]) * (N + 1))
     fb = 2.5e-6 * P * (N + 1) * (1 + (N + 1) / 100)      # forward and backward, one string
+    n_signal = 0
     if config["signal"]:
         sg = config["signal"]
-        probe += fb * min(2**N, sg["max_strings"]) * sum(
-            1 for s in curve_schedule(pr["steps"], sg["points"]) if s <= steps)
+        n_signal = sum(1 for s in curve_schedule(pr["steps"], sg["points"]) if s <= steps)
+        probe += fb * min(2**N, sg["max_strings"]) * n_signal
+    if config.get("mechanism"):         # two forward passes per string, before, after, logged
+        probe += MECHANISM_COST * fb * min(2**N, config["mechanism"]["max_strings"]) * (
+            2 + n_signal)
     return 0.05 + steps * (5e-3 + fb * pr["batch"]) + 1e-6 * checks * P * strings * (N + 1) \
         + probe
 
 
 register(Experiment("ch6.training", lambda scale: sweep(scale).configs,
-                    "sensbook.experiments.ch6:run_config", cost,
+                    "sensbook.experiments.ch6_training:run_config", cost,
                     doc="steps to learn each target at each N, several seeds, and what the "
                         "trained models compute (chapter 6)"))
-register(Experiment("ch6.long", long_configs, "sensbook.experiments.ch6:run_config", cost,
+register(Experiment("ch6.long", long_configs, "sensbook.experiments.ch6_training:run_config", cost,
                     doc="FIRST and MAJORITY at long inputs, two layer-norm eps (chapter 6)"))
-register(Experiment("ch6.rivals", rival_configs, "sensbook.experiments.ch6:run_config", cost,
-                    doc="sparse PARITY at more lengths, and a PARITY cell without the "
-                        "gradient-signal logging (chapter 6, the rival explanations)"))
 
 
 # ---- chapter 6: analysis ------------------------------------------------------------------
@@ -516,34 +534,6 @@ def prefer(diffs, names, margin: float = 2.0) -> str:
     return "cannot tell"
 
 
-def log_slope(rows, target_name: str, key: str, *, n_boot: int = 2000, seed: int = 0) -> dict:
-    """Least-squares slope of log2(``key``) against N over the seeds of ``target_name`` where
-    ``key`` is finite (e.g. ``sharpness``, ``sigma99`` of learned seeds), with a 95% bootstrap
-    interval (seeds resampled within each N), and the t-interval of the least-squares slope
-    (``t_low``, ``t_high``, ``df`` = points - 2 degrees of freedom). Also the median per N."""
-    rs = [r for r in rows if r["target"] == target_name]
-    xs, ys = [], []
-    for r in rs:
-        v = np.asarray(r[key], dtype=float)
-        ok = np.isfinite(v) & (v > 0)
-        if ok.any():
-            xs.append(np.full(ok.sum(), r["N"], dtype=float))
-            ys.append(np.log2(v[ok]))
-    if len(xs) < 2:
-        raise ValueError(f"{target_name}: {key} is finite at fewer than two lengths")
-    x = np.concatenate(xs)
-    b, se, _ = least_squares(x, np.concatenate(ys))
-    rng = np.random.default_rng(seed)
-    boot = [least_squares(x, np.concatenate([y[rng.integers(0, len(y), len(y))]
-                                             for y in ys]))[0] for _ in range(n_boot)]
-    lo, hi = np.quantile(boot, [0.025, 0.975])
-    # beside the bootstrap (narrow with a few seeds per length): the t-interval of the
-    # least-squares slope, n - 2 degrees of freedom
-    df = len(x) - 2
-    t_half = t_quantile(0.975, df) * se if df > 0 else math.nan
-    return dict(slope=float(b), low=float(lo), high=float(hi),
-                t_low=float(b - t_half), t_high=float(b + t_half), df=df,
-                Ns=[int(x[0]) for x in xs], median=[float(2 ** np.median(y)) for y in ys])
 
 
 def table(rows) -> str:
@@ -567,106 +557,6 @@ def table(rows) -> str:
     return "\n".join(out + ["</tbody>", "</table>"])
 
 
-# ---- chapter 6: the rival explanations ------------------------------------------------------
-def power_growth(rows, target_name: str, dist: str = "log-normal") -> dict:
-    """steps ~ N^k: the censored accelerated-failure-time model log2 steps = a + k log2 N +
-    sigma e (:func:`sensbook.survival.fit_aft`) and k's 95% profile-likelihood interval."""
-    N, t, d, lower = _censored_data(rows, target_name)     # interval-censored, as growth
-    fit = fit_aft(np.log2(N), t, d, dist, lower=lower)
-    low, high = profile_interval(np.log2(N), t, d, dist, fit=fit, lower=lower)
-    return dict(target=target_name, dist=dist, exponent=fit["b"], low=low, high=high,
-                censored=int((~d).sum()), n=len(t))
-
-
-def plateau_signal(row, start: int = 10, tol: float = 0.01) -> dict:
-    """Per seed of a cell whose gradient signal was logged (``ch6.training``'s PARITY cells):
-    ``exit`` (:func:`plateau_exit`, inf if the loss never left log 2), ``time`` (the exit, or
-    the steps run where it never left: then ``left`` is False, a censored time), ``at``: the
-    first logged step of its plateau (>= ``start``, before the exit, the loss on all strings
-    within ``tol`` of log 2), and there ``grad_norm`` (||grad L|| on all strings), ``coef``
-    (|degree-N Fourier coefficient of T|), ``weight`` (coef^2 / mean T^2) and
-    ``batch_grad_norm`` (the minibatch gradient's): what the plateau starts with, measured
-    before the escape; NaN for a seed with no logged step on its plateau."""
-    sig, ex = row["signal"], plateau_exit(row)
-    at = np.asarray(sig["steps"], dtype=float)[:, None]
-    on = (at >= start) & (at < ex) & (np.abs(np.asarray(sig["loss"]) - math.log(2)) < tol)
-    i, has = on.argmax(0), on.any(0)
-    pick = lambda v: np.where(has, np.asarray(v, dtype=float)[i, np.arange(len(i))], np.nan)
-    c = np.asarray(sig["parity_coef"])
-    return dict(grad_norm=pick(sig["grad_norm"]), coef=pick(np.abs(c)),
-                weight=pick(c * c / np.asarray(sig["mean_square"])),
-                batch_grad_norm=pick(sig["batch_grad_norm"]), at=pick(np.repeat(at, len(i), 1)),
-                exit=ex, time=np.minimum(ex, row["steps_run"]), left=np.isfinite(ex))
-
-
-def parity_sigma_star(Ns, scale: str | None = None) -> np.ndarray:
-    """sigma* of chapter 5's exact PARITY construction under uniform noise (where P(exact)
-    falls to 1/2; ``ch5.basin``'s stored results at ``scale``) at each length of ``Ns``:
-    linear in (log N, log sigma*) between ch5's lengths, extrapolated from the end ones."""
-    sc = current_scale() if scale is None else check_scale(scale, "scale")
-    basin = ch5.basin_merge(get("ch5.basin").configs(sc),
-                            run_experiment("ch5.basin", sc, report=False))
-    n5 = ch5.basin_lengths("PARITY", sc)
-    s5 = [critical_sigma(ch5.basin_sigmas(sc), basin["uniform", "PARITY", N]["p_exact"])
-          for N in n5]
-    if not np.isfinite(s5).all():
-        raise ValueError(f"sigma* is undefined at some of ch5's lengths {n5}: {s5}")
-    lx, ly, q = np.log(n5), np.log(s5), np.log(np.asarray(Ns, dtype=float))
-    i = np.clip(np.searchsorted(lx, q), 1, len(lx) - 1)
-    return np.exp(ly[i - 1] + (q - lx[i - 1]) / (lx[i] - lx[i - 1]) * (ly[i] - ly[i - 1]))
-
-
-def exit_fit(rows, covariate: str, dist: str = "log-normal", sigma_star=None,
-             start: int = 10) -> dict:
-    """How PARITY's plateau exit follows a covariate c across lengths and seeds: log2 exit =
-    a + k log2 c + sigma e, censored where the loss never left the plateau, fitted by
-    maximum likelihood; k with its 95% profile interval, and the leave-one-length-out
-    held-out log-likelihood (:func:`sensbook.survival.heldout_loglik`). c is per seed
-    ``grad_norm``, ``coef`` or ``weight`` (:func:`plateau_signal`), or ``sigma_star``: one
-    value per length (``sigma_star``: {N: sigma*}). Every covariate uses the same seeds: those
-    with a logged step on their plateau."""
-    N, t, d, c = [], [], [], []
-    for r in rows:
-        if r["target"] != "PARITY" or not r.get("signal"):
-            continue
-        ps = plateau_signal(r, start)
-        ok = np.isfinite(ps["grad_norm"])
-        v = np.full(r["seeds"], sigma_star[r["N"]]) if covariate == "sigma_star" \
-            else ps[covariate]
-        N += [r["N"]] * int(ok.sum())
-        t, d, c = t + list(ps["time"][ok]), d + list(ps["left"][ok]), c + list(v[ok])
-    N, t, d, x = np.array(N, float), np.array(t), np.array(d, bool), np.log2(c)
-    fit = fit_aft(x, t, d, dist)
-    low, high = profile_interval(x, t, d, dist, fit=fit)
-    held = heldout_loglik(N, t, d, lambda _: x, dist)["total"] if len(set(N)) >= 3 else None
-    return dict(covariate=covariate, dist=dist, exponent=fit["b"], low=low, high=high,
-                heldout=held, n=len(t), censored=int((~d).sum()), lengths=sorted(set(N)))
-
-
-def within_length_tau(rows, covariate: str = "grad_norm", n_perm: int = 2000,
-                      seed: int = 0) -> dict:
-    """Does the signal order the seeds of one length (sigma*, one value a length, cannot)?
-    Kendall's tau between ``covariate`` (:func:`plateau_signal`) and the plateau exit over
-    the seed pairs of each PARITY length whose order is known (a censored exit is later than
-    every exit before it), pooled, with a one-sided permutation p-value for tau < 0 (larger
-    signal, earlier exit) from shuffling the covariate within each length."""
-    groups = [(ps[covariate][ok], ps["time"][ok], ps["left"][ok]) for ps, ok in (
-        (ps, np.isfinite(ps[covariate])) for ps in (
-            plateau_signal(r) for r in rows if r["target"] == "PARITY" and r.get("signal")))
-        if ok.sum() >= 2]
-
-    def tau(gs):
-        num = den = 0
-        for c, t, d in gs:
-            i, j = np.triu_indices(len(c), 1)
-            known = (d[i] & (t[i] < t[j])) | (d[j] & (t[j] < t[i]))   # which left first
-            s = np.sign(c[i] - c[j]) * np.sign(t[i] - t[j])
-            num, den = num + s[known].sum(), den + known.sum()
-        return num / den if den else np.nan
-
-    rng, obs = np.random.default_rng(seed), tau(groups)
-    perm = [tau([(rng.permutation(c), t, d) for c, t, d in groups]) for _ in range(n_perm)]
-    return dict(tau=float(obs), p=float((1 + np.sum(np.array(perm) <= obs)) / (1 + n_perm)))
 
 
 # ---- chapter 6: what trained FIRST uses at long N, and the ablation of 1[n = 1] ------------
@@ -743,6 +633,7 @@ def _mechanism_cost(config: dict) -> float:
 
 
 register(Experiment("ch6.first_mechanism", mechanism_configs,
-                    "sensbook.experiments.ch6:first_mechanism_one", _mechanism_cost,
+                    "sensbook.experiments.ch6_training:first_mechanism_one", _mechanism_cost,
                     doc="what trained FIRST uses at long N, and FIRST without the feature "
                         "1[n = 1] (chapter 6)"))
+

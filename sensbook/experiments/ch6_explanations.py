@@ -1,0 +1,352 @@
+"""Chapter 6's rival explanations of PARITY's training cost (book/ch6_explanations.md):
+sharpness and basins of the trained solutions, sparse PARITY (``ch6.rivals``), and the
+gradient signal on the loss plateau. The training runs themselves are
+:mod:`sensbook.experiments.ch6_training`'s.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..settings import check_scale, scale as current_scale
+from ..survival import fit_aft, heldout_loglik, kaplan_meier, profile_interval
+from ..volume import critical_sigma, least_squares, t_quantile
+from . import Experiment, ch5, get, register, run_experiment
+from .ch6_training import (SIZES, _censored_data, configs, cost, plateau_exit, sweep)
+
+def rival_configs(scale: str) -> list:
+    """The configurations of ``ch6.rivals``: sparse PARITY at the lengths of
+    ``SIZES[scale]["rivals"]`` that ``ch6.training`` does not train already (ch6's protocol,
+    budget and seeds, no sharpness or basin), sparse PARITY on the spread support
+    (``spread``: its targets, lengths and seeds), and ``ch6.training``'s PARITY cell at
+    ``control_N`` trained again with the gradient-signal logging off (the last)."""
+    s = SIZES[check_scale(scale, "scale")]
+    rv = s["rivals"]
+    have = {(c["target"], c["N"]): c for c in sweep(scale).configs}
+    cells = configs(**{**s, "targets": [], "sparse": rv}, sharpness=None, basin=None,
+                    mechanism=None)
+    sp = rv["spread"]
+    cells += configs(**{**s, "targets": [], "seeds": sp["seeds"], "sparse": sp},
+                     sharpness=None, basin=None, mechanism=None)
+    return ([c for c in cells if (c["target"], c["N"]) not in have]
+            + [dict(have[("PARITY", rv["control_N"])], signal=None, sharpness=None, basin=None,
+                    mechanism=None)])
+
+
+register(Experiment("ch6.rivals", rival_configs, "sensbook.experiments.ch6_training:run_config", cost,
+                    doc="sparse PARITY at more lengths, and a PARITY cell without the "
+                        "gradient-signal logging (chapter 6, the rival explanations)"))
+
+
+def log_slope(rows, target_name: str, key: str, *, n_boot: int = 2000, seed: int = 0) -> dict:
+    """Least-squares slope of log2(``key``) against N over the seeds of ``target_name`` where
+    ``key`` is finite (e.g. ``sharpness``, ``sigma99`` of learned seeds), with a 95% bootstrap
+    interval (seeds resampled within each N), and the t-interval of the least-squares slope
+    (``t_low``, ``t_high``, ``df`` = points - 2 degrees of freedom). Also the median per N."""
+    rs = [r for r in rows if r["target"] == target_name]
+    xs, ys = [], []
+    for r in rs:
+        v = np.asarray(r[key], dtype=float)
+        ok = np.isfinite(v) & (v > 0)
+        if ok.any():
+            xs.append(np.full(ok.sum(), r["N"], dtype=float))
+            ys.append(np.log2(v[ok]))
+    if len(xs) < 2:
+        raise ValueError(f"{target_name}: {key} is finite at fewer than two lengths")
+    x = np.concatenate(xs)
+    b, se, _ = least_squares(x, np.concatenate(ys))
+    rng = np.random.default_rng(seed)
+    boot = [least_squares(x, np.concatenate([y[rng.integers(0, len(y), len(y))]
+                                             for y in ys]))[0] for _ in range(n_boot)]
+    lo, hi = np.quantile(boot, [0.025, 0.975])
+    # beside the bootstrap (narrow with a few seeds per length): the t-interval of the
+    # least-squares slope, n - 2 degrees of freedom
+    df = len(x) - 2
+    t_half = t_quantile(0.975, df) * se if df > 0 else math.nan
+    return dict(slope=float(b), low=float(lo), high=float(hi),
+                t_low=float(b - t_half), t_high=float(b + t_half), df=df,
+                Ns=[int(x[0]) for x in xs], median=[float(2 ** np.median(y)) for y in ys])
+
+
+# ---- chapter 6: the rival explanations ------------------------------------------------------
+def power_growth(rows, target_name: str, dist: str = "log-normal") -> dict:
+    """steps ~ N^k: the censored accelerated-failure-time model log2 steps = a + k log2 N +
+    sigma e (:func:`sensbook.survival.fit_aft`) and k's 95% profile-likelihood interval."""
+    N, t, d, lower = _censored_data(rows, target_name)     # interval-censored, as growth
+    fit = fit_aft(np.log2(N), t, d, dist, lower=lower)
+    low, high = profile_interval(np.log2(N), t, d, dist, fit=fit, lower=lower)
+    return dict(target=target_name, dist=dist, exponent=fit["b"], low=low, high=high,
+                censored=int((~d).sum()), n=len(t))
+
+
+def plateau_signal(row, start: int = 10, tol: float = 0.01) -> dict:
+    """Per seed of a cell whose gradient signal was logged (``ch6.training``'s PARITY cells):
+    ``exit`` (:func:`plateau_exit`, inf if the loss never left log 2), ``time`` (the exit, or
+    the steps run where it never left: then ``left`` is False, a censored time), ``at``: the
+    first logged step of its plateau (>= ``start``, before the exit, the loss on all strings
+    within ``tol`` of log 2), and there ``grad_norm`` (||grad L|| on all strings), ``coef``
+    (|degree-N Fourier coefficient of T|), ``weight`` (coef^2 / mean T^2) and
+    ``batch_grad_norm`` (the minibatch gradient's): what the plateau starts with, measured
+    before the escape; NaN for a seed with no logged step on its plateau."""
+    sig, ex = row["signal"], plateau_exit(row)
+    at = np.asarray(sig["steps"], dtype=float)[:, None]
+    on = (at >= start) & (at < ex) & (np.abs(np.asarray(sig["loss"]) - math.log(2)) < tol)
+    i, has = on.argmax(0), on.any(0)
+    pick = lambda v: np.where(has, np.asarray(v, dtype=float)[i, np.arange(len(i))], np.nan)
+    c = np.asarray(sig["parity_coef"])
+    return dict(grad_norm=pick(sig["grad_norm"]), coef=pick(np.abs(c)),
+                weight=pick(c * c / np.asarray(sig["mean_square"])),
+                batch_grad_norm=pick(sig["batch_grad_norm"]), at=pick(np.repeat(at, len(i), 1)),
+                exit=ex, time=np.minimum(ex, row["steps_run"]), left=np.isfinite(ex))
+
+
+def parity_sigma_star(Ns, scale: str | None = None) -> np.ndarray:
+    """sigma* of chapter 5's exact PARITY construction under uniform noise (where P(exact)
+    falls to 1/2; ``ch5.basin``'s stored results at ``scale``) at each length of ``Ns``:
+    linear in (log N, log sigma*) between ch5's lengths, extrapolated from the end ones."""
+    sc = current_scale() if scale is None else check_scale(scale, "scale")
+    basin = ch5.basin_merge(get("ch5.basin").configs(sc),
+                            run_experiment("ch5.basin", sc, report=False))
+    n5 = ch5.basin_lengths("PARITY", sc)
+    s5 = [critical_sigma(ch5.basin_sigmas(sc), basin["uniform", "PARITY", N]["p_exact"])
+          for N in n5]
+    if not np.isfinite(s5).all():
+        raise ValueError(f"sigma* is undefined at some of ch5's lengths {n5}: {s5}")
+    lx, ly, q = np.log(n5), np.log(s5), np.log(np.asarray(Ns, dtype=float))
+    i = np.clip(np.searchsorted(lx, q), 1, len(lx) - 1)
+    return np.exp(ly[i - 1] + (q - lx[i - 1]) / (lx[i] - lx[i - 1]) * (ly[i] - ly[i - 1]))
+
+
+def exit_fit(rows, covariate: str, dist: str = "log-normal", sigma_star=None,
+             start: int = 10) -> dict:
+    """How PARITY's plateau exit follows a covariate c across lengths and seeds: log2 exit =
+    a + k log2 c + sigma e, censored where the loss never left the plateau, fitted by
+    maximum likelihood; k with its 95% profile interval, and the leave-one-length-out
+    held-out log-likelihood (:func:`sensbook.survival.heldout_loglik`). c is per seed
+    ``grad_norm``, ``coef`` or ``weight`` (:func:`plateau_signal`), or ``sigma_star``: one
+    value per length (``sigma_star``: {N: sigma*}). Every covariate uses the same seeds: those
+    with a logged step on their plateau."""
+    N, t, d, c = [], [], [], []
+    for r in rows:
+        if r["target"] != "PARITY" or not r.get("signal"):
+            continue
+        ps = plateau_signal(r, start)
+        ok = np.isfinite(ps["grad_norm"])
+        v = np.full(r["seeds"], sigma_star[r["N"]]) if covariate == "sigma_star" \
+            else ps[covariate]
+        N += [r["N"]] * int(ok.sum())
+        t, d, c = t + list(ps["time"][ok]), d + list(ps["left"][ok]), c + list(v[ok])
+    N, t, d, x = np.array(N, float), np.array(t), np.array(d, bool), np.log2(c)
+    fit = fit_aft(x, t, d, dist)
+    low, high = profile_interval(x, t, d, dist, fit=fit)
+    held = heldout_loglik(N, t, d, lambda _: x, dist)["total"] if len(set(N)) >= 3 else None
+    return dict(covariate=covariate, dist=dist, exponent=fit["b"], low=low, high=high,
+                heldout=held, n=len(t), censored=int((~d).sum()), lengths=sorted(set(N)))
+
+
+def within_length_tau(rows, covariate: str = "grad_norm", n_perm: int = 2000,
+                      seed: int = 0) -> dict:
+    """Does the signal order the seeds of one length (sigma*, one value a length, cannot)?
+    Kendall's tau between ``covariate`` (:func:`plateau_signal`) and the plateau exit over
+    the seed pairs of each PARITY length whose order is known (a censored exit is later than
+    every exit before it), pooled, with a one-sided permutation p-value for tau < 0 (larger
+    signal, earlier exit) from shuffling the covariate within each length."""
+    groups = [(ps[covariate][ok], ps["time"][ok], ps["left"][ok]) for ps, ok in (
+        (ps, np.isfinite(ps[covariate])) for ps in (
+            plateau_signal(r) for r in rows if r["target"] == "PARITY" and r.get("signal")))
+        if ok.sum() >= 2]
+
+    def tau(gs):
+        num = den = 0
+        for c, t, d in gs:
+            i, j = np.triu_indices(len(c), 1)
+            known = (d[i] & (t[i] < t[j])) | (d[j] & (t[j] < t[i]))   # which left first
+            s = np.sign(c[i] - c[j]) * np.sign(t[i] - t[j])
+            num, den = num + s[known].sum(), den + known.sum()
+        return num / den if den else np.nan
+
+    rng, obs = np.random.default_rng(seed), tau(groups)
+    perm = [tau([(rng.permutation(c), t, d) for c, t, d in groups]) for _ in range(n_perm)]
+    return dict(tau=float(obs), p=float((1 + np.sum(np.array(perm) <= obs)) / (1 + n_perm)))
+
+
+# ---- what the trained models use (the mechanism probe of ch6.training) ----------------------
+def mechanism_rows(configs, results) -> list:
+    """One row per ``ch6.training`` cell that carries the mechanism probe: ``target``, ``N``,
+    ``learned`` (per seed), and for ``before`` and ``after`` the arrays of
+    :func:`sensbook.mechanism.eos_mechanism` (per seed); ``along`` (PARITY's cells, where the
+    signal is logged): the logged ``steps`` and, per step and seed, ``loss``, ``coef``
+    (|degree-N Fourier coefficient of T|) and the probe's arrays; ``exit``
+    (:func:`plateau_exit`) and ``steps_run``."""
+    rows = []
+    arr = lambda d: {k: np.asarray(v, dtype=float) for k, v in d.items()}
+    for c, r in zip(configs, results):
+        if r is None or "mechanism" not in r["before"]:
+            continue
+        row = dict(target=c["target"], N=int(c["N"]), learned=np.array(
+            [s is not None for s in r["steps"]]), before=arr(r["before"]["mechanism"]),
+            after=arr(r["after"]["mechanism"]), steps_run=int(r["steps_run"]), along=None)
+        sig = r.get("signal")
+        if sig and "var_min" in sig:
+            row["along"] = dict(steps=np.asarray(sig["steps"], dtype=float),
+                                loss=np.asarray(sig["loss"]),
+                                coef=np.abs(np.asarray(sig["parity_coef"])),
+                                **{k: np.asarray(sig[k], dtype=float) for k in (
+                                    "var_median", "var_min", "beta_median", "att_max")})
+            row["exit"] = plateau_exit(dict(curve=np.asarray(r["curve"]),
+                                            curve_steps=np.asarray(r["curve_steps"])))
+        rows.append(row)
+    return rows
+
+
+def mechanism_table(mrows, which: int = -1) -> str:
+    """Per (target, N), HTML: learned seeds, and before -> after training the medians over
+    seeds of layer norm ``which``'s eos input variance (median over strings, and min over
+    strings), of beta, and of the largest eos attention weight (over layers and heads), with
+    the share of seeds whose largest weight points at x_1."""
+    head = ("target", "N", "learned", "LN var at eos, median over strings",
+            "LN var at eos, min over strings", "β (median)", "largest eos weight",
+            "seeds attending x₁")
+    out = ["<table>", "<thead><tr>" + "".join(f"<th>{h}</th>" for h in head) + "</tr></thead>",
+           "<tbody>"]
+    for r in mrows:
+        b, a = r["before"], r["after"]
+        two = lambda k, f=".3g": (f"{np.median(b[k][:, which]):{f}} → "
+                                  f"{np.median(a[k][:, which]):{f}}")
+        top = lambda m: m["att_max"].reshape(len(m["att_max"]), -1)
+        first = (np.take_along_axis(a["att_where"].reshape(len(top(a)), -1),
+                                    top(a).argmax(1)[:, None], 1)[:, 0] == 0).mean()
+        cells = (r["target"], r["N"], f"{r['learned'].sum()}/{len(r['learned'])}",
+                 two("var_median"), two("var_min"),
+                 f"{np.median(b['beta_median']):.0f} → {np.median(a['beta_median']):.0f}",
+                 f"{np.median(top(b).max(1)):.2f} → {np.median(top(a).max(1)):.2f}",
+                 f"{first:.2f}")
+        out.append("<tr>" + "".join(f"<td>{v}</td>" for v in cells) + "</tr>")
+    return "\n".join(out + ["</tbody>", "</table>"])
+
+
+def variance_slope(mrows, target_name: str = "PARITY", key: str = "var_min",
+                   which: int = -1, learned_only: bool = True) -> dict:
+    """How the trained models' eos layer-norm input variance (``key`` of layer norm
+    ``which``, per seed) scales with N: the least-squares slope k of log var = a + k log N
+    over the seeds (learned ones only, by default) of ``target_name``, its standard error and
+    95% t-interval (``df`` = points - 2), and how many standard errors it lies from the
+    construction's -4 and from -2 (``z4``, ``z2``); ``Ns`` and the ``median`` per N."""
+    xs, ys, Ns, med = [], [], [], []
+    for r in mrows:
+        if r["target"] != target_name:
+            continue
+        v = r["after"][key][:, which]
+        keep = r["learned"] if learned_only else np.ones(len(v), bool)
+        keep = keep & (v > 0)
+        if keep.any():
+            xs += [math.log(r["N"])] * int(keep.sum())
+            ys += list(np.log(v[keep]))
+            Ns.append(r["N"])
+            med.append(float(np.median(v[keep])))
+    if len(Ns) < 2:
+        raise ValueError(f"{target_name}: {key} at fewer than two lengths")
+    b, se, a = least_squares(xs, ys)
+    df = len(xs) - 2
+    half = t_quantile(0.975, df) * se if df > 0 else math.nan
+    return dict(slope=b, se=se, low=b - half, high=b + half, df=df, a=a, n=len(xs),
+                z4=(b + 4) / se, z2=(b + 2) / se, Ns=Ns, median=med)
+
+
+def _on_plateau(al, exit_, start: int, tol: float) -> np.ndarray:
+    """(steps, seeds): the logged steps on a seed's plateau (as :func:`plateau_signal`)."""
+    at = al["steps"][:, None]
+    return (at >= start) & (at < exit_) & (np.abs(al["loss"] - math.log(2)) < tol)
+
+
+def plateau_walk(mrow, which: int = -1, key: str = "var_min", start: int = 10,
+                 tol: float = 0.01) -> dict:
+    """Along one PARITY cell's logged steps, per seed, layer norm ``which``'s eos variance
+    (``key``): ``initial`` (the first logged step), ``plateau_low`` (its smallest value on
+    the seed's plateau, :func:`plateau_signal`'s steps; NaN with none logged there),
+    ``after_exit`` (the first logged step at or after the exit, NaN if none) and ``final``
+    (the trained model's); ``exit`` (inf where the loss never left log 2)."""
+    al, ex = mrow["along"], mrow["exit"]
+    v = al[key][..., which]                                           # (steps, seeds)
+    on = _on_plateau(al, ex, start, tol)
+    low = np.where(on.any(0), np.where(on, v, np.inf).min(0), np.nan)
+    post = al["steps"][:, None] >= ex
+    after = np.where(post.any(0), v[post.argmax(0), np.arange(v.shape[1])], np.nan)
+    return dict(initial=v[0], plateau_low=low, after_exit=after,
+                final=mrow["after"][key][:, which], exit=ex, n_plateau=on.sum(0))
+
+
+def escape_rates(mrow, start: int = 10, tol: float = 0.01, min_points: int = 3) -> dict:
+    """Per seed of a PARITY cell: the escape rate ``lam`` (per step) fitted by least squares
+    to log|c(t)| = log|c_0| + lam t over the logged steps on its plateau (:func:`plateau_signal`'s
+    steps; NaN with fewer than ``min_points``), its standard error ``se``, ``c0`` (|c| at the
+    first of them, at step ``t0``), ``predicted`` = t0 + log(1/|c0|) / lam (when |c| would
+    reach order one if it grew at that rate from there; NaN unless lam > 0), and the measured
+    ``exit`` (inf: never left)."""
+    al, ex = mrow["along"], mrow["exit"]
+    on = _on_plateau(al, ex, start, tol)
+    P = on.shape[1]
+    lam, se, c0, t0 = (np.full(P, np.nan) for _ in range(4))
+    for p in range(P):
+        t = al["steps"][on[:, p]]
+        if len(t) >= min_points:
+            y = np.log(al["coef"][on[:, p], p])
+            lam[p], se[p], _ = least_squares(t, y)
+            c0[p], t0[p] = math.exp(y[0]), t[0]
+    pred = np.where(lam > 0, t0 + np.log(1 / c0) / np.where(lam > 0, lam, 1.0), np.nan)
+    return dict(lam=lam, se=se, c0=c0, t0=t0, predicted=pred, exit=ex, N=mrow["N"],
+                n_points=on.sum(0))
+
+
+def rate_against_n(rates, key: str = "lam") -> dict:
+    """log ``key`` (per seed, positive and finite) against N across PARITY's lengths
+    (``rates``: :func:`escape_rates` per length): the least-squares slope per unit N with
+    its 95% t-interval, and the median per N."""
+    xs, ys, med = [], [], {}
+    for r in rates:
+        v = np.asarray(r[key], dtype=float)
+        ok = np.isfinite(v) & (v > 0)
+        if ok.any():
+            xs += [r["N"]] * int(ok.sum())
+            ys += list(np.log(v[ok]))
+            med[r["N"]] = float(np.median(v[ok]))
+    if len(med) < 2:
+        return dict(slope=math.nan, low=math.nan, high=math.nan, df=0, median=med, n=len(xs))
+    b, se, _ = least_squares(xs, ys)
+    df = len(xs) - 2
+    half = t_quantile(0.975, df) * se if df > 0 else math.nan
+    return dict(slope=b, low=b - half, high=b + half, df=df, median=med, n=len(xs))
+
+
+def fisher_fewer(k_a: int, n_a: int, k_b: int, n_b: int) -> float:
+    """One-sided Fisher exact p-value that group a (k_a of n_a learned within the budget)
+    learns less often than group b (k_b of n_b): P(at most k_a of the k_a + k_b learned seeds
+    fall in a | the margins), from the hypergeometric law."""
+    for name, v in (("k_a", k_a), ("n_a", n_a), ("k_b", k_b), ("n_b", n_b)):
+        if not (isinstance(v, (int, np.integer)) and v >= 0):
+            raise ValueError(f"{name} must be a count >= 0, got {v!r}")
+    if k_a > n_a or k_b > n_b:
+        raise ValueError(f"counts exceed their groups: {k_a}/{n_a}, {k_b}/{n_b}")
+    k, n = k_a + k_b, n_a + n_b
+    den = math.comb(n, k)
+    return float(sum(math.comb(n_a, i) * math.comb(n_b, k - i)
+                     for i in range(max(0, k - n_b), k_a + 1)) / den)
+
+
+def support_comparison(rows, marked: str, spread: str) -> list:
+    """At each length both sparse targets were trained (``rows``: :func:`times` rows), the
+    censored comparison of the spread support against the first positions: learned seeds
+    within the budget, the Kaplan-Meier median steps (inf: more than half censored) and the
+    one-sided Fisher p-value that the spread support is learned less often."""
+    by = {(r["target"], r["N"]): r for r in rows}
+    out = []
+    for N in sorted({n for t, n in by if t == spread and (marked, n) in by}):
+        a, b = by[spread, N], by[marked, N]
+        km = lambda r: kaplan_meier(np.minimum(r["steps"], r["budget"]),
+                                    np.isfinite(r["steps"]))["median"]
+        out.append(dict(N=N, spread=a["name"], marked=b["name"], learned=(
+            a["learned"], a["seeds"], b["learned"], b["seeds"]), median=(km(a), km(b)),
+            budget=a["budget"], p=fisher_fewer(a["learned"], a["seeds"], b["learned"],
+                                               b["seeds"])))
+    return out

@@ -1,0 +1,58 @@
+"""What a recognizer uses to decide, read at the eos position over a set of strings.
+
+Theorem 4.5 and Lemma 2.9 name two amplifiers a transformer can use to make one bit move its
+output at large N: a layer norm whose input variance at eos is small (its factor
+1/sqrt(var + eps) large; the blowup beta), and attention scores spread so widely that the eos
+query's softmax puts nearly all its weight on one position (hard attention).
+:func:`eos_mechanism` measures both for every model of a population, from one
+:meth:`~sensbook.model.Recognizer.trace` and one
+:meth:`~sensbook.model.Recognizer.eos_attention` over the strings (e.g. all 2^N).
+"""
+from __future__ import annotations
+
+import torch
+
+from .model import Recognizer
+
+
+def eos_mechanism(model: Recognizer, x, *, chunk: int = 4096) -> dict:
+    """Per model of ``model`` (a :class:`Recognizer` population of P), over the strings ``x``
+    (B, N), numpy arrays:
+
+    * ``var_median``, ``var_min`` (P, 2L): the median and the minimum over strings of the
+      variance of each layer norm's input at eos (layer norm j = 0..2L-1, two per layer, in
+      the order the forward pass applies them; the last is the one T reads);
+    * ``beta_median`` (P,): the median cumulative blowup beta (Lemma 2.9);
+    * ``att_max`` (P, L, H): the median over strings of the eos query's largest attention
+      weight, per layer and head; ``att_where`` (P, L, H): the position it points to most
+      often (0-based: 0 is x_1, N is eos) and ``att_share`` (P, L, H): on what share of the
+      strings it points there.
+
+    Strings are processed in blocks of ``chunk``; the statistics are over all of them."""
+    if not isinstance(model, Recognizer):
+        raise TypeError(f"model must be a Recognizer, got {type(model).__name__}")
+    x = torch.as_tensor(x)
+    if x.dim() != 2 or len(x) == 0:
+        raise ValueError(f"x must be a non-empty (B, N) batch of strings, got shape "
+                         f"{tuple(x.shape)}")
+    if not (isinstance(chunk, int) and chunk >= 1):
+        raise ValueError(f"chunk must be a positive int, got {chunk!r}")
+    var, beta, wmax, where = [], [], [], []
+    for a in range(0, len(x), chunk):
+        xs = x[a:a + chunk]
+        _, tr = model.trace(xs)
+        var.append(tr.variances[..., -1].double().cpu())         # (P, b, 2L): eos
+        beta.append(tr.beta.double().cpu())
+        w = model.eos_attention(xs)[1].double().cpu()             # (P, b, L, H, N+1)
+        m, i = w.max(-1)
+        wmax.append(m)
+        where.append(i)
+    var, beta = torch.cat(var, 1), torch.cat(beta, 1)
+    wmax, where = torch.cat(wmax, 1), torch.cat(where, 1)         # (P, B, L, H)
+    S = x.shape[1] + 1
+    counts = torch.nn.functional.one_hot(where, S).sum(1)         # (P, L, H, S)
+    top, pos = counts.max(-1)
+    return dict(var_median=var.median(1).values.numpy(), var_min=var.amin(1).numpy(),
+                beta_median=beta.median(1).values.numpy(),
+                att_max=wmax.median(1).values.numpy(), att_where=pos.numpy(),
+                att_share=(top.double() / len(x)).numpy())

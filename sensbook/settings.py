@@ -125,7 +125,7 @@ def one_thread():
 PROGRESS_DELAY = 1.0
 
 
-def progress(iterable=None, *, total=None, desc=None, leave=False, disable=False):
+def progress(iterable=None, *, total=None, desc=None, leave=False, disable=False, **tqdm_kw):
     """A progress bar (tqdm), silent when ``$SENSBOOK_PROGRESS`` is ``0``.
 
     The book build and CI set ``SENSBOOK_PROGRESS=0`` so that no bar is baked into the HTML;
@@ -136,4 +136,4 @@ def progress(iterable=None, *, total=None, desc=None, leave=False, disable=False
 
     disable = disable or os.environ.get("SENSBOOK_PROGRESS", "1") == "0"
     return tqdm(iterable, total=total, desc=desc, leave=leave, disable=disable,
-                delay=PROGRESS_DELAY)
+                delay=PROGRESS_DELAY, **tqdm_kw)

@@ -44,14 +44,36 @@ def scale() -> str:
 
 
 def set_scale(name: str | None) -> str:
-    """Set the scale for this process (``None`` goes back to the environment). Returns it."""
+    """Set the scale for this process.
+
+    Parameters
+    ----------
+    name : str or None
+        ``"ci"``, ``"book"`` or ``"paper"``; None goes back to ``$SENSBOOK_SCALE`` (default
+        ``book``).
+
+    Returns
+    -------
+    str
+        The scale now in force.
+    """
     global _override
     _override = None if name is None else check_scale(name, "scale")
     return scale()
 
 
 def pick(*, ci, book, paper):
-    """The value for the current scale, e.g. ``N_max = pick(ci=10, book=14, paper=20)``."""
+    """The value for the current scale, e.g. ``N_max = pick(ci=10, book=14, paper=20)``.
+
+    Parameters
+    ----------
+    ci : object
+        The value at ``ci`` scale.
+    book : object
+        The value at ``book`` scale.
+    paper : object
+        The value at ``paper`` scale.
+    """
     return {"ci": ci, "book": book, "paper": paper}[scale()]
 
 

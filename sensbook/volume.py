@@ -307,9 +307,26 @@ def ids_to_tables(ids, N: int) -> torch.Tensor:
 
 
 def wilson_interval(k, n, z: float = 1.96):
-    """Wilson score interval for a binomial proportion k/n (arrays allowed): (lo, hi).
+    """The Wilson score interval for a binomial proportion ``k / n``.
 
-    Valid also for k = 0 (lo = 0, hi ~ z^2/n) where the normal interval collapses.
+    Parameters
+    ----------
+    k : int or array-like
+        Successes, ``0 <= k <= n``.
+    n : int or array-like
+        Trials, ``n > 0`` (broadcast against ``k``).
+    z : float
+        The normal quantile (1.96: 95 %).
+
+    Returns
+    -------
+    tuple of numpy.ndarray
+        ``(low, high)``, each clipped to [0, 1].
+
+    Notes
+    -----
+    Valid also for ``k = 0`` (low 0, high about :math:`z^2/n`), where the normal interval
+    collapses.
     """
     k, n = np.asarray(k, float), np.asarray(n, float)
     if (n <= 0).any() or (k < 0).any() or (k > n).any():

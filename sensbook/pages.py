@@ -220,18 +220,32 @@ class _Page:
 
 def explore(fn, *, start: dict | None = None, live: bool = False, note: str | None = None,
             **grids):
-    """``fn(**setting)`` for each setting of ``grids`` (name -> list or range of values),
-    starting at ``start`` (default: each grid's first value).
+    """Show ``fn(**setting)`` with a control for each grid of settings.
 
-    In a live kernel: ``ipywidgets.interact`` (sliders over numbers, menus otherwise; sliders act
-    on release). While the book is built: every combination is computed now and the page gets
-    a viewer whose controls answer from those figures (at most :data:`MAX_SETTINGS`); with
-    ``live=True`` (each setting computes something fresh) only ``start`` is computed and the
-    page's controls are disabled, with a line saying where they are live. Shows it (as
-    ``interact`` does); returns None.
+    Parameters
+    ----------
+    fn : callable
+        Draws (or prints) one setting; called with one keyword argument per grid.
+    start : dict or None
+        The first setting shown, by control name (default: each grid's first value).
+    live : bool
+        True when each setting computes something fresh: the page then shows only ``start``,
+        its controls disabled, with a line saying where they are live.
+    note : str or None
+        The line under the page's explorer (default: what was precomputed, or where it is
+        live).
+    **grids : list or range
+        One per control: its name and its values.
 
-    The controls are exactly ``grids``: every other parameter of ``fn`` keeps its default
-    (``interact`` would make a slider of it), and one without a default is refused."""
+    Notes
+    -----
+    In a live kernel it is ``ipywidgets.interact``: sliders over numbers, menus otherwise;
+    sliders act on release. While the book is built (``$SENSBOOK_PAGE=1``) every combination
+    is computed now (at most ``MAX_SETTINGS``) and the page gets a viewer whose controls
+    answer from those figures. The controls are exactly ``grids``: every other parameter of
+    ``fn`` keeps its default (``interact`` would make a slider of it), and one without a
+    default is refused. Shows the explorer, as ``interact`` does; returns None.
+    """
     if not callable(fn):
         raise ValueError(f"fn must be the function to call, got {fn!r}")
     grids = {n: _grid(n, v) for n, v in grids.items()}

@@ -97,9 +97,24 @@ def _available(kind: str) -> bool:
 
 
 def check_device(device, argument="device") -> torch.device:
-    """A torch device that exists here; CUDA (or MPS, XPU) asked for without it, or a device
-    that computes nothing (``meta``), is an error naming ``argument`` (the argument or
-    environment variable that asked for it)."""
+    """A torch device that exists here.
+
+    Parameters
+    ----------
+    device : str or torch.device
+        The device asked for.
+    argument : str
+        The argument or environment variable that asked for it (named in the error).
+
+    Returns
+    -------
+    torch.device
+
+    Notes
+    -----
+    CUDA (or MPS, XPU) asked for without it, or a device that computes nothing (``meta``),
+    is a ValueError.
+    """
     try:
         dev = torch.device(device)
     except (RuntimeError, TypeError) as e:
@@ -150,6 +165,23 @@ PROGRESS_DELAY = 1.0
 def progress(iterable=None, *, total=None, desc=None, leave=False, disable=False, **tqdm_kw):
     """A progress bar (tqdm), silent when ``$SENSBOOK_PROGRESS`` is ``0``.
 
+    Parameters
+    ----------
+    iterable : iterable or None
+        What to iterate over (None: update the bar by hand).
+    total : float or None
+        The bar's full count.
+    desc : str or None
+        Its label.
+    leave : bool
+        Keep the bar after it closes.
+    disable : bool
+        No bar.
+    **tqdm_kw
+        Passed to tqdm (``bar_format``, ``smoothing``, ...).
+
+    Notes
+    -----
     The book build and CI set ``SENSBOOK_PROGRESS=0`` so that no bar is baked into the HTML;
     in Colab or a terminal the bar shows how far a long computation has got. It appears only
     once the work has run for :data:`PROGRESS_DELAY` seconds (tqdm's ``delay``).

@@ -93,8 +93,19 @@ MEDIAN_TOL = 1e-9
 
 
 def km_median(t, S, tol: float = MEDIAN_TOL) -> float:
-    """The smallest event time at which the Kaplan-Meier curve is <= 1/2 (inf if none).
+    """The smallest event time at which the Kaplan-Meier curve is at most 1/2 (inf if none).
 
+    Parameters
+    ----------
+    t : array-like
+        The distinct event times, increasing.
+    S : array-like
+        The curve just after each time (:func:`kaplan_meier`'s ``S``).
+    tol : float
+        Rounding tolerance, in [0, 0.5) (see Notes).
+
+    Notes
+    -----
     S is a floating-point product: where the exact curve is 1/2 (n uncensored times, n even;
     24 seeds of which 12 learned) ``np.cumprod`` can give 0.5000000000000013, and a strict
     comparison would return the *next* event time (or inf). So S <= 1/2 + ``tol`` counts as
@@ -132,8 +143,26 @@ def _logcdf(z, dist):
 
 
 def aft_loglik(params, x, y, observed, dist: str = "log-normal", ylow=None):
-    """Log-likelihood of log2 T = a + b x + sigma e at ``params`` = (a, b, log sigma): the sum
-    over observed times of log density of y = log2 T, plus over censored ones of log Pr[Y > y]
+    """The log-likelihood of :math:`\\log_2 T = a + b x + \\sigma e` (see :func:`fit_aft`).
+
+    Parameters
+    ----------
+    params : torch.Tensor
+        ``(a, b, log sigma)``, float64.
+    x : array-like
+        The covariate, shape ``(n,)``.
+    y : array-like
+        :math:`\\log_2` of the times, shape ``(n,)``.
+    observed : array-like of bool
+        True where the event was seen.
+    dist : str
+        ``"log-normal"`` or ``"weibull"``.
+    ylow : array-like or None
+        :math:`\\log_2` of the interval-censoring lower bounds (see Notes).
+
+    Notes
+    -----
+    The sum over observed times of log density of y = log2 T, plus over censored ones of log Pr[Y > y]
     (a float64 torch scalar, differentiable in ``params``). With ``ylow`` (log2 of the last
     time the event was known *not* to have happened, -inf for none) an observed time is
     interval-censored: it contributes log(F(y) - F(ylow)) instead of the density."""

@@ -60,11 +60,12 @@ def walsh_hadamard(table) -> torch.Tensor:
     Returns
     -------
     torch.Tensor
-        int32 of the same shape, on the same device: :math:`c[S] = \sum_x (-1)^{f(x) +
-        \sum_{i \in S} x_i} = 2^N \hat f(S)`.
+        int32 of the same shape, on the same device: the coefficients ``c[S]`` of Notes.
 
     Notes
     -----
+    .. math:: c[S] = \sum_x (-1)^{f(x) + \sum_{i \in S} x_i} = 2^N \hat f(S)
+
     The fast transform: ``N`` butterfly passes of :math:`O(2^N)` each, in integers.
     """
     F, N = _signs(table)

@@ -88,9 +88,28 @@ def check_strings(x, N=None, *, argument="x") -> torch.Tensor:
 
 
 def strings(N: int, start: int = 0, stop: int | None = None, *, device=None, dtype=torch.float32):
-    """The strings with indices ``start..stop-1`` (default: all 2^N), shape (stop-start, N);
-    ``0 <= start <= stop <= 2^N``. The index of a string is ``sum_n x_n 2^(n-1)``: column 0
-    (the paper's position 1) is the lowest bit, so row i of ``strings(N)`` has index i."""
+    """The binary strings of length ``N`` with indices ``start`` to ``stop - 1``, in order.
+
+    Parameters
+    ----------
+    N : int
+        The string length, 1 to 62.
+    start : int
+        The first index, ``0 <= start <= stop``.
+    stop : int or None
+        One past the last index, at most ``2**N`` (default ``2**N``: every string).
+    device : torch.device or str or None
+        Where the tensor is made (default: torch's default device).
+    dtype : torch.dtype
+        The entries' type (default float32).
+
+    Returns
+    -------
+    torch.Tensor
+        Shape ``(stop - start, N)``, entries 0 and 1; bit ``n`` (1-based) of string ``i`` is
+        ``(i >> (n - 1)) & 1``: the index of a string is ``sum_n x_n 2^(n-1)``, column 0 (the
+        paper's position 1) the lowest bit, so row ``i`` of ``strings(N)`` has index ``i``.
+    """
     N = check_n(N, maximum=62)
     stop = 2**N if stop is None else check_int(stop, "stop", minimum=0, maximum=2**N)
     start = check_int(start, "start", minimum=0, maximum=stop)
@@ -99,13 +118,39 @@ def strings(N: int, start: int = 0, stop: int | None = None, *, device=None, dty
 
 
 def index_to_strings(idx: torch.Tensor, N: int, *, dtype=torch.float32) -> torch.Tensor:
-    """Bits of integer indices: ``x[..., n-1] = (idx >> (n-1)) & 1``."""
+    """The strings of integer indices: ``x[..., n-1] = (idx >> (n-1)) & 1``.
+
+    Parameters
+    ----------
+    idx : torch.Tensor
+        Integer indices, any shape ``(...)``.
+    N : int
+        The string length.
+    dtype : torch.dtype
+        The entries' type (default float32).
+
+    Returns
+    -------
+    torch.Tensor
+        Shape ``(..., N)``, entries 0 and 1.
+    """
     shifts = torch.arange(N, device=idx.device, dtype=torch.int64)
     return ((idx.unsqueeze(-1) >> shifts) & 1).to(dtype)
 
 
 def strings_to_index(x: torch.Tensor) -> torch.Tensor:
-    """Inverse of :func:`index_to_strings` (int64; N <= 62)."""
+    """The index of each string: the inverse of :func:`index_to_strings`.
+
+    Parameters
+    ----------
+    x : torch.Tensor
+        Binary strings, shape ``(..., N)`` with ``N <= 62``.
+
+    Returns
+    -------
+    torch.Tensor
+        int64 indices, shape ``(...)``.
+    """
     x = check_strings(x)
     if x.shape[-1] > 62:
         raise ValueError(f"x has length {x.shape[-1]}: an int64 index holds strings of length <= 62")
@@ -133,10 +178,10 @@ def _positions(S, N) -> list[int]:
 
 
 class BooleanFunction:
-    """A Boolean function on {0,1}^N for every N it is defined on.
+    """A Boolean function on :math:`\\{0,1\\}^N` for every ``N`` it is defined on.
 
-    Call it on strings of shape (..., N) to get a bool tensor of shape (...).
-    :meth:`profile` gives the exact sensitivity profile K_0..K_N.
+    Call it on strings of shape ``(..., N)`` (entries 0/1) to get a bool tensor of shape
+    ``(...)``. :meth:`profile` gives the exact sensitivity profile :math:`K_0, \\dots, K_N`.
     """
 
     name = "f"
@@ -153,21 +198,51 @@ class BooleanFunction:
         raise NotImplementedError
 
     def profile(self, N: int) -> np.ndarray:
-        """Exact profile ``K[k] = #{x in {0,1}^N : s(f, x) = k}``, k = 0..N (int64)."""
+        """The exact sensitivity profile: :math:`K_k` strings have sensitivity ``k``.
+
+        Parameters
+        ----------
+        N : int
+            The string length, 1 to 62 (and one the function is defined on).
+
+        Returns
+        -------
+        numpy.ndarray
+            int64, shape ``(N + 1,)``: ``K[k]`` for ``k = 0..N``.
+        """
         N = check_n(N, maximum=62)
         self._check_n(N)
         return self._profile(N)
 
     def K0(self, N: int) -> int:
-        """Number of zero-sensitivity strings, K_0(N)."""
+        """The number of zero-sensitivity strings, :math:`K_0(N)`.
+
+        Parameters
+        ----------
+        N : int
+            The string length.
+        """
         return int(self.profile(N)[0])
 
     def average_sensitivity(self, N: int) -> float:
-        """as(f) = sum_k k K_k / 2^N."""
+        """The average sensitivity, :math:`\\mathrm{as}(f) = \\sum_k k K_k / 2^N`.
+
+        Parameters
+        ----------
+        N : int
+            The string length.
+        """
         K = self.profile(N)
         return float(np.dot(np.arange(N + 1), K) / 2.0**N)
 
     def max_sensitivity(self, N: int) -> int:
+        """The largest sensitivity of any string, :math:`\\max_x s(f, x)`.
+
+        Parameters
+        ----------
+        N : int
+            The string length.
+        """
         K = self.profile(N)
         return int(np.nonzero(K)[0].max())
 
@@ -196,10 +271,20 @@ def _threshold_profile(m, t):
 
 
 class Parity(BooleanFunction):
-    """PARITY (S = None: all bits) or m-SPARSE PARITY on the 1-based positions S.
+    """PARITY, or m-SPARSE PARITY on some positions.
 
-    f(x) = sum_{n in S} x_n mod 2. Every string has s = ``|S|``, so ``K_{|S|} = 2^N`` and
-    K_0 = 0. DICTATOR and FIRST are the case ``|S| = 1`` (see :class:`sensbook.boolean.Dictator`).
+    Parameters
+    ----------
+    S : collection of int or None
+        The 1-based positions read (default None: every position).
+    name : str or None
+        The name it prints with (default: ``PARITY`` or ``m-SPARSE PARITY[...]``).
+
+    Notes
+    -----
+    :math:`f(x) = \\sum_{n \\in S} x_n \\bmod 2`. Every string has :math:`s = |S|`, so
+    :math:`K_{|S|} = 2^N` and :math:`K_0 = 0`. DICTATOR and FIRST are the case :math:`|S| = 1`
+    (see :class:`Dictator`).
     """
 
     def __init__(self, S=None, name=None):
@@ -223,7 +308,16 @@ class Parity(BooleanFunction):
 
 
 class Dictator(Parity):
-    """DICTATOR x_i (1-based i); FIRST is DICTATOR(1). s = 1 everywhere, so K_0 = 0."""
+    """DICTATOR :math:`x_i`; FIRST is ``Dictator(1)``. Every string has :math:`s = 1`, so
+    :math:`K_0 = 0`.
+
+    Parameters
+    ----------
+    i : int
+        The 1-based position read.
+    name : str or None
+        The name it prints with (default ``FIRST`` for ``i = 1``, else ``DICTATOR(i)``).
+    """
 
     def __init__(self, i: int, name=None):
         if check_int(i, "i (a position)") < 1:
@@ -233,11 +327,21 @@ class Dictator(Parity):
 
 
 class Majority(BooleanFunction):
-    """MAJORITY (S = None: all bits) or m-SPARSE MAJORITY on the 1-based positions S.
+    """MAJORITY, or m-SPARSE MAJORITY on some positions.
 
-    f(x) = 1 iff strictly more than half of the read bits are 1, i.e. weight >= t with
-    t = floor(m/2) + 1. For odd m this is the usual majority; for even m a tie (weight m/2)
-    is rejected (our convention). Odd N: K_0 = 2^N - 2 C(N, (N-1)/2).
+    Parameters
+    ----------
+    S : collection of int or None
+        The 1-based positions read (default None: every position).
+    name : str or None
+        The name it prints with (default: ``MAJORITY`` or ``m-SPARSE MAJORITY[...]``).
+
+    Notes
+    -----
+    :math:`f(x) = 1` iff strictly more than half of the ``m`` bits read are 1, i.e. the weight
+    is at least :math:`\\lfloor m/2 \\rfloor + 1`. For odd ``m`` this is the usual majority; for
+    even ``m`` a tie is rejected (our convention). For odd ``N``,
+    :math:`K_0 = 2^N - 2 \\binom{N}{(N-1)/2}`.
     """
 
     def __init__(self, S=None, name=None):
@@ -258,7 +362,13 @@ class Majority(BooleanFunction):
 
 
 class Constant(BooleanFunction):
-    """The constant function (value 0 or 1): s = 0 everywhere, K_0 = 2^N."""
+    """A constant function: every string has :math:`s = 0`, so :math:`K_0 = 2^N`.
+
+    Parameters
+    ----------
+    value : int
+        Its value, 0 or 1.
+    """
 
     def __init__(self, value: int):
         if isinstance(value, (float, np.floating)) or value not in (0, 1):
@@ -276,9 +386,18 @@ class Constant(BooleanFunction):
 
 
 class TruthTable(BooleanFunction):
-    """An arbitrary function on {0,1}^N given by its table ``table[index] in {0, 1}``.
+    """Any function on :math:`\\{0,1\\}^N`, given by its truth table; defined at that ``N`` only.
 
-    Its profile is computed exactly from the table (no closed form exists).
+    Parameters
+    ----------
+    table : array-like or torch.Tensor
+        The value (0 or 1) of each string, by index: 1-D, length :math:`2^N` with ``N >= 1``.
+    name : str
+        The name it prints with.
+
+    Notes
+    -----
+    Its profile is counted exactly from the table (there is no closed form).
     """
 
     def __init__(self, table, name="TRUTH TABLE"):
@@ -305,25 +424,58 @@ class TruthTable(BooleanFunction):
 
 
 def random_function(N: int, seed: int = 0) -> TruthTable:
-    """A uniformly random Boolean function on {0,1}^N (seeded), N <= 24."""
+    """A uniformly random Boolean function on :math:`\\{0,1\\}^N`.
+
+    Parameters
+    ----------
+    N : int
+        The string length, 1 to 24.
+    seed : int
+        The seed of its table (the same seed gives the same function).
+
+    Returns
+    -------
+    TruthTable
+    """
     N = check_n(N, maximum=MAX_EXHAUSTIVE_N)
     g = torch.Generator().manual_seed(check_seed(seed))
     return TruthTable(torch.randint(0, 2, (2**N,), generator=g), name=f"RANDOM(seed={seed})")
 
 
 def random_function_expected_profile(N: int) -> np.ndarray:
-    """E[K_k] = C(N, k) for a uniformly random function (each neighbour differs w.p. 1/2).
+    """The expected profile of a uniformly random function, :math:`E[K_k] = \\binom{N}{k}`.
 
-    In particular E[K_0] = 1 for every N, and K_0 is approximately Poisson(1), so
-    P(K_0 >= 1) -> 1 - 1/e ~ 0.632.
+    Parameters
+    ----------
+    N : int
+        The string length.
+
+    Returns
+    -------
+    numpy.ndarray
+        float64, shape ``(N + 1,)``.
+
+    Notes
+    -----
+    Each neighbour's label differs with probability 1/2. In particular :math:`E[K_0] = 1` for
+    every ``N``, and :math:`K_0` is approximately Poisson(1), so
+    :math:`P(K_0 \\ge 1) \\to 1 - 1/e \\approx 0.632`.
     """
     N = check_n(N)
     return np.array([comb(N, k) for k in range(N + 1)], dtype=np.float64)
 
 
 def poisson_tv_bound(N: int) -> float:
-    """Chen–Stein bound on d_TV(K_0, Poisson(1)) for a uniformly random function on {0,1}^N.
+    """The Chen–Stein bound on :math:`d_{TV}(K_0, \\mathrm{Poisson}(1))` for a uniformly random
+    function on :math:`\\{0,1\\}^N`.
 
+    Parameters
+    ----------
+    N : int
+        The string length.
+
+    Notes
+    -----
     The event "x has s = 0" depends only on the labels of x and its N neighbours, so events
     of strings more than 2 apart are independent (dependency neighbourhood: the 1 + N + C(N,2)
     strings within distance 2). Each event has probability 2^-N, and two distinct events in a
@@ -341,10 +493,22 @@ FIRST = Dictator(1)
 
 
 def sparse_parity(S) -> Parity:
-    """m-SPARSE PARITY on the 1-based positions S."""
+    """m-SPARSE PARITY.
+
+    Parameters
+    ----------
+    S : collection of int
+        The 1-based positions it reads (``m = len(S)``).
+    """
     return Parity(S)
 
 
 def sparse_majority(S) -> Majority:
-    """m-SPARSE MAJORITY on the 1-based positions S."""
+    """m-SPARSE MAJORITY (a tie rejected when ``m`` is even).
+
+    Parameters
+    ----------
+    S : collection of int
+        The 1-based positions it reads (``m = len(S)``).
+    """
     return Majority(S)

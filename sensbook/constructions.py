@@ -214,7 +214,19 @@ CONSTRUCTIONS = {"PARITY": _parity_params, "FIRST": _first_params, "MAJORITY": _
 
 
 def construction_parameters(name: str) -> tuple[dict, int]:
-    """(parameter dict for :meth:`Recognizer.from_parameters`, H) of a named construction."""
+    """The parameters of a named construction.
+
+    Parameters
+    ----------
+    name : str
+        One of ``CONSTRUCTIONS``: ``PARITY``, ``FIRST``, ``MAJORITY``, ``FIRST_HARD``.
+
+    Returns
+    -------
+    tuple
+        ``(params, H)``: the parameter dict for :meth:`Recognizer.from_parameters` and the
+        number of heads.
+    """
     if name not in CONSTRUCTIONS:
         raise ValueError(f"name={name!r} is unknown; allowed: {', '.join(CONSTRUCTIONS)}")
     return CONSTRUCTIONS[name]()
@@ -232,37 +244,107 @@ def _build(name, N, eps, dtype, device, mark_first=True):
 
 def parity_transformer(N: int | None = None, *, eps: float = 0.0, dtype=torch.float64,
                        device=None) -> Recognizer:
-    """An exact PARITY recognizer (accept iff the number of ones is odd), T = +-1 at eps = 0.
+    """An exact PARITY recognizer (accept iff the number of ones is odd).
 
-    Chiang & Cholak (2022), rebuilt for this model (see :func:`_parity_params`): D = 18, L = 2,
-    H = 2. The parameters are the same for every N (``N`` is only validated).
+    Parameters
+    ----------
+    N : int or None
+        The string length, only validated: the parameters are the same for every ``N``.
+    eps : float
+        The layer norms' :math:`\\varepsilon`, finite and >= 0.
+    dtype : torch.dtype
+        The parameters' dtype (default float64).
+    device : torch.device or str or None
+        Where the model is made.
+
+    Returns
+    -------
+    Recognizer
+        One model, :math:`T = \\pm 1` at :math:`\\varepsilon = 0`.
+
+    Notes
+    -----
+    Chiang & Cholak (2022), rebuilt for this model (see ``_parity_params``): D = 18, L = 2,
+    H = 2.
     """
     return _build("PARITY", N, eps, dtype, device)
 
 
 def first_transformer(N: int | None = None, *, eps: float = 0.0, dtype=torch.float64,
                       device=None) -> Recognizer:
-    """An exact FIRST recognizer (accept iff x_1 = 1), T = +-1 at eps = 0; D = 12, L = 2, H = 1."""
+    """An exact FIRST recognizer (accept iff :math:`x_1 = 1`); D = 12, L = 2, H = 1.
+
+    Parameters
+    ----------
+    N : int or None
+        The string length, only validated: the parameters are the same for every ``N``.
+    eps : float
+        The layer norms' :math:`\\varepsilon`, finite and >= 0.
+    dtype : torch.dtype
+        The parameters' dtype (default float64).
+    device : torch.device or str or None
+        Where the model is made.
+
+    Returns
+    -------
+    Recognizer
+        One model, :math:`T = \\pm 1` at :math:`\\varepsilon = 0`.
+    """
     return _build("FIRST", N, eps, dtype, device)
 
 
 def first_hard_transformer(N: int | None = None, *, eps: float = 0.0, dtype=torch.float64,
                            device=None, mark_first: bool = True) -> Recognizer:
-    """FIRST by hard attention on the marked position (:func:`_first_hard_params`): D = 12,
-    L = 2, H = 1, every parameter in [-1, 1]; T = 2 x_1 - 1 at eps = 0, a margin independent
-    of N at eps > 0, for every N far below e^(score gap) (:func:`score_gap`)."""
+    """FIRST by hard attention on the marked position: D = 12, L = 2, H = 1, every parameter
+    in [-1, 1].
+
+    Parameters
+    ----------
+    N : int or None
+        The string length, only validated: the parameters are the same for every ``N``.
+    eps : float
+        The layer norms' :math:`\\varepsilon`, finite and >= 0.
+    dtype : torch.dtype
+        The parameters' dtype (default float64).
+    device : torch.device or str or None
+        Where the model is made.
+    mark_first : bool
+        Whether the first position carries its marker (the construction reads it).
+
+    Returns
+    -------
+    Recognizer
+        One model: :math:`T = 2 x_1 - 1` at :math:`\\varepsilon = 0`, a margin independent of
+        ``N`` at :math:`\\varepsilon > 0`, for every ``N`` far below :math:`e^{\\text{score gap}}`
+        (:func:`score_gap`).
+    """
     return _build("FIRST_HARD", N, eps, dtype, device, mark_first)
 
 
 def score_gap(model: Recognizer, N: int) -> torch.Tensor:
-    """The attention scores of the eos query in the last layer, per model and head, on the
-    all-zeros and all-ones strings of length ``N``: (score at position 1) - (the largest score
-    at positions 2..N+1), the smaller of the two strings, shape (P, H). Softmax puts weight
-    at least 1 / (1 + N e^-gap) on position 1.
+    """How far the last layer's eos attention score of position 1 leads the others.
+
+    Parameters
+    ----------
+    model : Recognizer
+        A population of ``P`` models.
+    N : int
+        The string length.
+
+    Returns
+    -------
+    torch.Tensor
+        Shape ``(P, H)``: on the all-zeros and all-ones strings, (score at position 1) minus
+        (the largest score at positions 2 to N+1), the smaller of the two.
+
+    Notes
+    -----
+    Softmax puts weight at least :math:`1 / (1 + N e^{-\\text{gap}})` on position 1.
 
     Time: quadratic in N; on one CPU thread about 1.7 s at N = 16,000 for
     :func:`first_hard_transformer` (D = 12, L = 2), so about a minute at N = 10^5. From
-    N = ``LONG_N`` (10^5) on, the two strings go one at a time behind a progress bar."""
+    N = ``LONG_N`` (10^5) on, the two strings go one at a time behind a progress bar.
+    """
     check_n(N)
     if not isinstance(model, Recognizer):
         raise ValueError(f"model must be a sensbook.Recognizer, got {type(model).__name__}")
@@ -275,8 +357,26 @@ def score_gap(model: Recognizer, N: int) -> torch.Tensor:
 
 def majority_transformer(N: int | None = None, *, eps: float = 0.0, dtype=torch.float64,
                          device=None) -> Recognizer:
-    """An exact MAJORITY recognizer for odd N (accept iff more ones than zeros), T = +-1 at
-    eps = 0; D = 8, L = 1, H = 1. For even N a tie string gives a zero eos vector: T = NaN."""
+    """An exact MAJORITY recognizer for odd ``N`` (accept iff more ones than zeros); D = 8,
+    L = 1, H = 1.
+
+    Parameters
+    ----------
+    N : int or None
+        The string length, only validated: the parameters are the same for every ``N``.
+    eps : float
+        The layer norms' :math:`\\varepsilon`, finite and >= 0.
+    dtype : torch.dtype
+        The parameters' dtype (default float64).
+    device : torch.device or str or None
+        Where the model is made.
+
+    Returns
+    -------
+    Recognizer
+        One model, :math:`T = \\pm 1` at :math:`\\varepsilon = 0`; for even ``N`` a tie string
+        gives a zero eos vector, so T is NaN there.
+    """
     return _build("MAJORITY", N, eps, dtype, device)
 
 
@@ -321,7 +421,13 @@ BUILDERS = {"PARITY": parity_transformer, "FIRST": first_transformer,
 
 
 def target(name: str):
-    """The Boolean function a named construction recognises (:mod:`sensbook.boolean`)."""
+    """The Boolean function a named construction recognises.
+
+    Parameters
+    ----------
+    name : str
+        One of ``CONSTRUCTIONS``.
+    """
     from .boolean import FIRST, MAJORITY, PARITY
 
     if name not in CONSTRUCTIONS:

@@ -235,9 +235,26 @@ def _draw(module: nn.Module, init: str, scale: float, g: torch.Generator, width:
 def single_model(arch: str, seed: int, *, N: int | None = None, D: int = 16,
                  L: int = 2, H: int = 2, eps: float = 0.0, init: str = "uniform",
                  scale: float = 1.0):
-    """One model of ``arch`` drawn from ``seed`` (float32, CPU). For the transformers
-    its theta is exactly that of
-    ``Recognizer.random(1, D, L, H, init=init, scale=scale, seed=seed)``."""
+    """One model of an architecture, drawn from a seed (float32, on the CPU).
+
+    Parameters
+    ----------
+    arch : str
+        One of ``ARCHS``.
+    seed : int
+        The model's seed.
+    N : int or None
+        The string length; needed by the MLP only (it reads a fixed length).
+    D, L, H, eps, init, scale
+        Width, layers, heads, layer-norm :math:`\\varepsilon`, initialisation and its scale,
+        as for :meth:`sensbook.Recognizer.random` (the LSTM and the MLP use ``D``, ``init``
+        and ``scale``).
+
+    Notes
+    -----
+    For the transformers its :math:`\\theta` is exactly that of
+    ``Recognizer.random(1, D, L, H, init=init, scale=scale, seed=seed)``.
+    """
     if arch not in ARCHS:
         raise ValueError(f"arch={arch!r} is unknown; allowed: {', '.join(ARCHS)}")
     if init not in INITS:
@@ -264,11 +281,26 @@ def single_model(arch: str, seed: int, *, N: int | None = None, D: int = 16,
 def control_population(arch: str, seeds, *, N: int | None = None, D: int = 16,
                        L: int = 2, H: int = 2, eps: float = 0.0, init: str = "uniform",
                        scale: float = 1.0, device=None, dtype=torch.float32):
-    """P = len(seeds) models of ``arch`` (one of :data:`ARCHS`); model p depends only on
-    ``seeds[p]`` (:func:`single_model`). ``post-LN`` gives a
-    :class:`sensbook.Recognizer`, the
-    others a :class:`Population`. ``N`` is needed by the MLP only (it reads a fixed
-    length)."""
+    """A population of one architecture, one model per seed.
+
+    Parameters
+    ----------
+    arch : str
+        One of ``ARCHS``.
+    seeds : iterable of int
+        One seed per model, at least one; model ``p`` depends only on ``seeds[p]``.
+    N, D, L, H, eps, init, scale
+        As for :func:`single_model`.
+    device : torch.device or str or None
+        Where the population is (default the CPU).
+    dtype : torch.dtype
+        Its dtype.
+
+    Returns
+    -------
+    Recognizer or Population
+        ``post-LN`` gives a :class:`sensbook.Recognizer`, the others a :class:`Population`.
+    """
     seeds = [int(s) for s in seeds]
     if not seeds:
         raise ValueError("seeds must be a non-empty list of integers")

@@ -49,14 +49,27 @@ def _signs(table):
 
 
 def walsh_hadamard(table) -> torch.Tensor:
-    """The unnormalised spectrum c[S] = sum_x (-1)^(f(x) + sum_{i in S} x_i), which is
-    2^N f^(S).
+    r"""The unnormalised Walsh–Hadamard spectrum of truth tables.
 
-    ``table``: labels 0/1 of shape ``(*pop, 2^N)`` (e.g. :func:`sensbook.truth_table`), entry
-    i the label of the string of index i = sum_n x_n 2^(n-1). The set S of positions is
-    indexed the same way: bit n-1 of the output's index says whether position n is in S.
-    Returns int32 of the same shape on the same device: the fast transform, N butterfly
-    passes of O(2^N) each.
+    Parameters
+    ----------
+    table : torch.Tensor or array-like
+        Labels 0/1 (or bool) of shape ``(..., 2**N)``, ``1 <= N <= 24`` (e.g.
+        :func:`sensbook.truth_table`); entry ``i`` is the label of the string of index
+        ``i = sum_n x_n 2^(n-1)``; undecided or non-finite labels are refused.
+
+    Returns
+    -------
+    torch.Tensor
+        int32 of the same shape, on the same device: the coefficients ``c[S]`` of Notes. The
+        set S is indexed like the strings: bit ``n - 1`` of the output's index says whether
+        position ``n`` is in S.
+
+    Notes
+    -----
+    .. math:: c[S] = \sum_x (-1)^{f(x) + \sum_{i \in S} x_i} = 2^N \hat f(S)
+
+    The fast transform: ``N`` butterfly passes of :math:`O(2^N)` each, in integers.
     """
     F, N = _signs(table)
     pop = F.shape[:-1]
@@ -69,7 +82,20 @@ def walsh_hadamard(table) -> torch.Tensor:
 
 
 def degrees(N: int, *, device=None) -> torch.Tensor:
-    """|S| for every index S = 0..2^N-1 (int64)."""
+    """The size :math:`|S|` of every set ``S``, by index ``0..2**N - 1``.
+
+    Parameters
+    ----------
+    N : int
+        The number of positions, 1 to 24.
+    device : torch.device or str or None
+        Where the tensor is made.
+
+    Returns
+    -------
+    torch.Tensor
+        int64, shape ``(2**N,)``.
+    """
     N = check_n(N, maximum=MAX_EXHAUSTIVE_N)
     deg = torch.zeros(1, dtype=torch.int64, device=device)
     for _ in range(N):           # indices with bit b set: the previous block, plus one
@@ -78,9 +104,21 @@ def degrees(N: int, *, device=None) -> torch.Tensor:
 
 
 def spectral_weights(table) -> torch.Tensor:
-    """``W_k(f) = sum_{|S|=k} f^(S)^2`` for k = 0..N: float64 ``(*pop, N+1)``, rows sum to 1.
+    r"""The spectral weight by degree, :math:`W_k(f) = \sum_{|S| = k} \hat f(S)^2`.
 
-    Exact: the squares are summed as integers and divided by 4^N (a power of two).
+    Parameters
+    ----------
+    table : torch.Tensor or array-like
+        Labels 0/1 of shape ``(..., 2**N)``, as for :func:`walsh_hadamard`.
+
+    Returns
+    -------
+    torch.Tensor
+        float64, shape ``(..., N + 1)``: :math:`W_0, \dots, W_N`; each row sums to 1.
+
+    Notes
+    -----
+    Exact: the squares are summed as integers and divided by :math:`4^N` (a power of two).
     """
     c = walsh_hadamard(table)
     N = c.shape[-1].bit_length() - 1
@@ -92,21 +130,63 @@ def spectral_weights(table) -> torch.Tensor:
 
 
 def total_influence(W) -> torch.Tensor:
-    """sum_k k W_k: equals the average sensitivity of the function (module doc)."""
+    r"""The total influence :math:`\sum_k k W_k`, which equals the average sensitivity.
+
+    Parameters
+    ----------
+    W : torch.Tensor or array-like
+        Spectral weights of shape ``(..., N + 1)`` (:func:`spectral_weights`).
+
+    Returns
+    -------
+    torch.Tensor
+        float64, shape ``(...)``.
+    """
     W = torch.as_tensor(W, dtype=torch.float64)
     return (W * torch.arange(W.shape[-1], dtype=torch.float64, device=W.device)).sum(-1)
 
 
 def random_function_weights(N: int) -> np.ndarray:
-    """E[W_k] = C(N, k) / 2^N for a uniformly random function: each f^(S) is an average
-    of 2^N independent signs, so E[f^(S)^2] = 2^-N for every S."""
+    r"""The expected spectral weights of a uniformly random function,
+    :math:`E[W_k] = \binom{N}{k} / 2^N`.
+
+    Parameters
+    ----------
+    N : int
+        The string length.
+
+    Returns
+    -------
+    numpy.ndarray
+        float64, shape ``(N + 1,)``.
+
+    Notes
+    -----
+    Each :math:`\hat f(S)` is an average of :math:`2^N` independent signs, so
+    :math:`E[\hat f(S)^2] = 2^{-N}` for every ``S``.
+    """
     N = check_n(N)
     return np.array([comb(N, k) for k in range(N + 1)], dtype=np.float64) / 2.0**N
 
 
 def closed_form_weights(f: BooleanFunction, N: int) -> np.ndarray:
-    """W_0..W_N of the book's families in closed form (float64).
+    """The spectral weights :math:`W_0, \\dots, W_N` of the book's families, in closed form.
 
+    Parameters
+    ----------
+    f : BooleanFunction
+        A constant, PARITY, FIRST, DICTATOR, sparse PARITY, or MAJORITY or sparse MAJORITY on
+        an odd number of bits.
+    N : int
+        The string length.
+
+    Returns
+    -------
+    numpy.ndarray
+        float64, shape ``(N + 1,)``.
+
+    Notes
+    -----
     * a constant: all weight at 0;
     * PARITY / m-sparse PARITY: f = XOR of m bits is -chi_S up to sign, all weight at m
       (FIRST and DICTATOR: m = 1);

@@ -220,20 +220,38 @@ class _Page:
 
 def explore(fn, *, start: dict | None = None, live: bool = False, note: str | None = None,
             **grids):
-    """``fn(**setting)`` for each setting of ``grids`` (name -> list or range of values),
-    starting at ``start`` (default: each grid's first value).
+    """Show ``fn(**setting)`` with a control for each grid of settings.
 
-    In a live kernel: ``ipywidgets.interact`` (sliders over numbers, menus otherwise; sliders act
-    on release). While the book is built: every combination is computed now and the page gets
-    a viewer whose controls answer from those figures (at most :data:`MAX_SETTINGS`); with
-    ``live=True`` (each setting computes something fresh) only ``start`` is computed and the
-    page's controls are disabled, with a line saying where they are live. Shows it (as
-    ``interact`` does); returns None."""
+    Parameters
+    ----------
+    fn : callable
+        Draws (or prints) one setting; called with one keyword argument per grid.
+    start : dict or None
+        The first setting shown, by control name (default: each grid's first value).
+    live : bool
+        True when each setting computes something fresh: the page then shows only ``start``,
+        its controls disabled, with a line saying where they are live.
+    note : str or None
+        The line under the page's explorer (default: what was precomputed, or where it is
+        live).
+    **grids : list or range
+        One per control: its name and its values.
+
+    Notes
+    -----
+    In a live kernel it is ``ipywidgets.interact``: sliders over numbers, menus otherwise;
+    sliders act on release. While the book is built (``$SENSBOOK_PAGE=1``) every combination
+    is computed now (at most ``MAX_SETTINGS``) and the page gets a viewer whose controls
+    answer from those figures. The controls are exactly ``grids``: every other parameter of
+    ``fn`` keeps its default (``interact`` would make a slider of it), and one without a
+    default is refused. Shows the explorer, as ``interact`` does; returns None.
+    """
     if not callable(fn):
         raise ValueError(f"fn must be the function to call, got {fn!r}")
     grids = {n: _grid(n, v) for n, v in grids.items()}
     if not grids:
         raise ValueError("explore needs at least one control (name=list of values)")
+    fixed = _fixed_parameters(fn, grids)
     start = dict(start or {})
     unknown = set(start) - set(grids)
     if unknown:
@@ -251,4 +269,25 @@ def explore(fn, *, start: dict | None = None, live: bool = False, note: str | No
         return
     import ipywidgets as widgets
 
-    display(widgets.interactive(fn, **{n: _widget(n, v, start[n]) for n, v in grids.items()}))
+    display(widgets.interactive(fn, **{n: _widget(n, v, start[n]) for n, v in grids.items()},
+                                **{n: widgets.fixed(v) for n, v in fixed.items()}))
+
+
+def _fixed_parameters(fn, grids) -> dict:
+    """The parameters of ``fn`` that are not controls, with their defaults; ValueError for a
+    control ``fn`` does not take, or a parameter that is neither a control nor has a default."""
+    import inspect
+
+    params = inspect.signature(fn).parameters
+    named = {n: p for n, p in params.items()
+             if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+    if not any(p.kind == p.VAR_KEYWORD for p in params.values()):
+        alien = [n for n in grids if n not in named]
+        if alien:
+            raise ValueError(f"controls {alien} are not parameters of {fn.__name__}(); its "
+                             f"parameters: {', '.join(named) or 'none'}")
+    bare = [n for n, p in named.items() if n not in grids and p.default is p.empty]
+    if bare:
+        raise ValueError(f"{fn.__name__}() parameter(s) {bare} are neither controls nor have a "
+                         f"default: give each a list of values, or a default")
+    return {n: p.default for n, p in named.items() if n not in grids}

@@ -44,14 +44,36 @@ def scale() -> str:
 
 
 def set_scale(name: str | None) -> str:
-    """Set the scale for this process (``None`` goes back to the environment). Returns it."""
+    """Set the scale for this process.
+
+    Parameters
+    ----------
+    name : str or None
+        ``"ci"``, ``"book"`` or ``"paper"``; None goes back to ``$SENSBOOK_SCALE`` (default
+        ``book``).
+
+    Returns
+    -------
+    str
+        The scale now in force.
+    """
     global _override
     _override = None if name is None else check_scale(name, "scale")
     return scale()
 
 
 def pick(*, ci, book, paper):
-    """The value for the current scale, e.g. ``N_max = pick(ci=10, book=14, paper=20)``."""
+    """The value for the current scale, e.g. ``N_max = pick(ci=10, book=14, paper=20)``.
+
+    Parameters
+    ----------
+    ci : object
+        The value at ``ci`` scale.
+    book : object
+        The value at ``book`` scale.
+    paper : object
+        The value at ``paper`` scale.
+    """
     return {"ci": ci, "book": book, "paper": paper}[scale()]
 
 
@@ -75,9 +97,24 @@ def _available(kind: str) -> bool:
 
 
 def check_device(device, argument="device") -> torch.device:
-    """A torch device that exists here; CUDA (or MPS, XPU) asked for without it, or a device
-    that computes nothing (``meta``), is an error naming ``argument`` (the argument or
-    environment variable that asked for it)."""
+    """A torch device that exists here.
+
+    Parameters
+    ----------
+    device : str or torch.device
+        The device asked for.
+    argument : str
+        The argument or environment variable that asked for it (named in the error).
+
+    Returns
+    -------
+    torch.device
+
+    Notes
+    -----
+    CUDA (or MPS, XPU) asked for without it, or a device that computes nothing (``meta``),
+    is a ValueError.
+    """
     try:
         dev = torch.device(device)
     except (RuntimeError, TypeError) as e:
@@ -130,9 +167,26 @@ PROGRESS_DELAY = 1.0
 LONG_N = 10**5
 
 
-def progress(iterable=None, *, total=None, desc=None, leave=False, disable=False):
+def progress(iterable=None, *, total=None, desc=None, leave=False, disable=False, **tqdm_kw):
     """A progress bar (tqdm), silent when ``$SENSBOOK_PROGRESS`` is ``0``.
 
+    Parameters
+    ----------
+    iterable : iterable or None
+        What to iterate over (None: update the bar by hand).
+    total : float or None
+        The bar's full count.
+    desc : str or None
+        Its label.
+    leave : bool
+        Keep the bar after it closes.
+    disable : bool
+        No bar.
+    **tqdm_kw
+        Passed to tqdm (``bar_format``, ``smoothing``, ...).
+
+    Notes
+    -----
     The book build and CI set ``SENSBOOK_PROGRESS=0`` so that no bar is baked into the HTML;
     in Colab or a terminal the bar shows how far a long computation has got. It appears only
     once the work has run for :data:`PROGRESS_DELAY` seconds (tqdm's ``delay``).
@@ -141,7 +195,7 @@ def progress(iterable=None, *, total=None, desc=None, leave=False, disable=False
 
     disable = disable or os.environ.get("SENSBOOK_PROGRESS", "1") == "0"
     return tqdm(iterable, total=total, desc=desc, leave=leave, disable=disable,
-                delay=PROGRESS_DELAY)
+                delay=PROGRESS_DELAY, **tqdm_kw)
 
 
 #: The profilers' working budget (MiB) on a CPU when ``memory_mb`` is not given.

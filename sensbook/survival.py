@@ -46,14 +46,31 @@ def _times(times, observed):
 
 
 def kaplan_meier(times, observed, z: float = 1.96) -> dict:
-    """The Kaplan-Meier estimate of S(t) = Pr[T > t] from right-censored times.
+    """The Kaplan-Meier estimate of :math:`S(t) = \\Pr[T > t]` from right-censored times.
 
-    ``times`` (n,): the event time, or the censoring time where ``observed`` is False (a
-    censored subject is still at risk at its own censoring time: ties of events and censorings
-    put the events first, the usual convention). Returns arrays over the distinct event
-    times ``t``: ``at_risk`` n_i, ``events`` d_i, ``S`` (the estimate just after t_i),
-    ``se`` (Greenwood), ``low``/``high`` (S +- z se, clipped to [0, 1]); and ``median``: the
-    smallest t with S(t) <= 1/2 (inf when S stays above 1/2: the median is then not defined
+    Parameters
+    ----------
+    times : array-like
+        Shape ``(n,)``, finite and > 0: each event time, or the censoring time where
+        ``observed`` is False.
+    observed : array-like of bool
+        Shape ``(n,)``: True where the event was seen, False where the time is censored.
+    z : float
+        The normal quantile of the pointwise band (1.96: 95 %).
+
+    Returns
+    -------
+    dict
+        Arrays over the distinct event times ``t``: ``at_risk``, ``events``, ``S`` (the
+        estimate just after each time), ``se`` (Greenwood), ``low`` and ``high`` (``S``
+        plus or minus ``z * se``, clipped to [0, 1]); and ``median``, ``n``, ``censored``,
+        ``last``.
+
+    Notes
+    -----
+    A censored subject is still at risk at its own censoring time: ties of events and
+    censorings put the events first, the usual convention. ``median`` is the smallest ``t``
+    with :math:`S(t) \\le 1/2`, inf when ``S`` stays above 1/2 (the median is then not defined
     by the data, only bounded below by the last time).
     """
     t, d = _times(times, observed)
@@ -76,8 +93,19 @@ MEDIAN_TOL = 1e-9
 
 
 def km_median(t, S, tol: float = MEDIAN_TOL) -> float:
-    """The smallest event time at which the Kaplan-Meier curve is <= 1/2 (inf if none).
+    """The smallest event time at which the Kaplan-Meier curve is at most 1/2 (inf if none).
 
+    Parameters
+    ----------
+    t : array-like
+        The distinct event times, increasing.
+    S : array-like
+        The curve just after each time (:func:`kaplan_meier`'s ``S``).
+    tol : float
+        Rounding tolerance, in [0, 0.5) (see Notes).
+
+    Notes
+    -----
     S is a floating-point product: where the exact curve is 1/2 (n uncensored times, n even;
     24 seeds of which 12 learned) ``np.cumprod`` can give 0.5000000000000013, and a strict
     comparison would return the *next* event time (or inf). So S <= 1/2 + ``tol`` counts as
@@ -115,8 +143,26 @@ def _logcdf(z, dist):
 
 
 def aft_loglik(params, x, y, observed, dist: str = "log-normal", ylow=None):
-    """Log-likelihood of log2 T = a + b x + sigma e at ``params`` = (a, b, log sigma): the sum
-    over observed times of log density of y = log2 T, plus over censored ones of log Pr[Y > y]
+    """The log-likelihood of :math:`\\log_2 T = a + b x + \\sigma e` (see :func:`fit_aft`).
+
+    Parameters
+    ----------
+    params : torch.Tensor
+        ``(a, b, log sigma)``, float64.
+    x : array-like
+        The covariate, shape ``(n,)``.
+    y : array-like
+        :math:`\\log_2` of the times, shape ``(n,)``.
+    observed : array-like of bool
+        True where the event was seen.
+    dist : str
+        ``"log-normal"`` or ``"weibull"``.
+    ylow : array-like or None
+        :math:`\\log_2` of the interval-censoring lower bounds (see Notes).
+
+    Notes
+    -----
+    The sum over observed times of log density of y = log2 T, plus over censored ones of log Pr[Y > y]
     (a float64 torch scalar, differentiable in ``params``). With ``ylow`` (log2 of the last
     time the event was known *not* to have happened, -inf for none) an observed time is
     interval-censored: it contributes log(F(y) - F(ylow)) instead of the density."""
@@ -193,16 +239,35 @@ def _lower(lower, t, d):
 
 
 def fit_aft(x, times, observed, dist: str = "log-normal", lower=None) -> dict:
-    """Maximum-likelihood fit of log2 T = a + b x + sigma e to right-censored times.
+    """Maximum-likelihood fit of :math:`\\log_2 T = a + b x + \\sigma e` to right-censored times.
 
-    ``lower`` (optional, shape of ``times``): for an observed time, the last time at which
-    the event was known not to have happened (the previous check of an evaluation grid, 0 for
-    none): the event then lies in (lower, time] and contributes log(F(time) - F(lower))
-    instead of the density (interval censoring). Ignored for censored times.
+    Parameters
+    ----------
+    x : array-like
+        Shape ``(n,)``, finite: the covariate (``N``, or ``log N``).
+    times : array-like
+        Shape ``(n,)``, finite and > 0: steps to learn, or the budget where ``observed`` is
+        False.
+    observed : array-like of bool
+        Shape ``(n,)``: True where the event was seen, False where the time is censored.
+    dist : str
+        The law of T: ``"log-normal"`` or ``"weibull"`` (``AFT_DISTS``).
+    lower : array-like or None
+        Shape ``(n,)``: for each observed time, the last time the event was known not to have
+        happened (interval censoring; see Notes). Default None: exact event times.
 
-    ``x`` (n,): the covariate (N, or log N); ``times``: steps to learn, or the budget where
-    ``observed`` is False. Returns ``a``, ``b``, ``sigma``, ``loglik``, ``se_b`` (from the
-    observed information: the inverse Hessian of -loglik), ``n``, ``censored``, ``dist``.
+    Returns
+    -------
+    dict
+        ``a``, ``b``, ``sigma``, ``loglik``, ``se_b`` (from the observed information: the
+        inverse Hessian of the negative log-likelihood), ``n``, ``censored``, ``dist``,
+        ``params``, ``interval_censored``.
+
+    Notes
+    -----
+    With ``lower``, an observed event lies in ``(lower, time]`` (the previous check of an
+    evaluation grid, 0 for none) and contributes :math:`\\log(F(\\mathrm{time}) -
+    F(\\mathrm{lower}))` instead of the density; ``lower`` is ignored for censored times.
     With no censoring the log-normal fit is least squares (``sigma^2`` = mean squared
     residual). A fit needs at least two distinct x among the observed times, and spread
     about a line: where the observed log times lie exactly on a line in x (tied seeds at
@@ -244,10 +309,28 @@ def fit_aft(x, times, observed, dist: str = "log-normal", lower=None) -> dict:
 
 def profile_interval(x, times, observed, dist: str = "log-normal", level: float = 0.95,
                      fit: dict | None = None, lower=None) -> tuple:
-    """Profile-likelihood interval for b: the b with 2 (max loglik - max over (a, sigma) of
-    loglik at b) <= the chi^2_1 quantile (only ``level`` = 0.95). A bound that is not reached
-    within 50 standard errors of the estimate is returned as -inf / inf. ``lower``: interval
-    censoring, as in :func:`fit_aft`."""
+    """The profile-likelihood interval for the slope ``b`` of :func:`fit_aft`.
+
+    Parameters
+    ----------
+    x, times, observed, dist, lower
+        As for :func:`fit_aft`.
+    level : float
+        The confidence level; only 0.95.
+    fit : dict or None
+        :func:`fit_aft`'s result on the same data (default: fitted here).
+
+    Returns
+    -------
+    tuple of float
+        ``(low, high)``: a bound not reached within 50 standard errors of the estimate is
+        -inf or inf.
+
+    Notes
+    -----
+    The ``b`` with :math:`2(\\max \\ell - \\max_{a, \\sigma} \\ell(a, b, \\sigma))` at most the
+    :math:`\\chi^2_1` quantile.
+    """
     if level != 0.95:
         raise ValueError(f"level must be 0.95, got {level!r}")
     t, d = _times(times, observed)
@@ -279,8 +362,25 @@ def profile_interval(x, times, observed, dist: str = "log-normal", level: float 
 
 def heldout_loglik(Ns, times, observed, transform, dist: str = "log-normal",
                    lower=None) -> dict:
-    """Leave-one-length-out predictive log-likelihood of log2 T = a + b g(N) + sigma e.
+    """Leave-one-length-out predictive log-likelihood of :math:`\\log_2 T = a + b\\, g(N) +
+    \\sigma e`.
 
+    Parameters
+    ----------
+    Ns : array-like
+        Shape ``(n,)``: each seed's length ``N``.
+    times, observed, dist, lower
+        As for :func:`fit_aft`.
+    transform : callable
+        ``g``: the covariate as a function of ``N`` (e.g. ``numpy.log``), applied to arrays.
+
+    Returns
+    -------
+    dict
+        ``total`` and ``per_N`` (length -> log-likelihood of its seeds).
+
+    Notes
+    -----
     For each distinct length N0: fit on the other lengths (:func:`fit_aft` with covariate
     ``transform(N)``) and add the log-likelihood of the seeds at N0 under that fit (density
     for learned seeds, survival for censored ones). Returns ``total`` and ``per_N``. Compare

@@ -45,11 +45,33 @@ def _check_pos_int(v, name, lo=1):
 
 def perturb(model: Recognizer, sigma: float, P: int, *, kind: str = "uniform", seed: int = 0,
             dtype=None) -> Recognizer:
-    """P copies of a single model with every parameter perturbed by independent noise.
+    """``P`` copies of a single model, every parameter perturbed by independent noise.
 
-    ``kind='uniform'``: uniform on [-sigma, sigma] (an l-infinity ball of radius sigma;
-    standard deviation sigma/sqrt(3)); ``kind='gaussian'``: N(0, sigma^2). All M parameters
-    are perturbed, the zero ones too: token and positional embeddings, attention, feed-forward
+    Parameters
+    ----------
+    model : Recognizer
+        A population of one model (``P = 1``).
+    sigma : float
+        The noise scale, finite and >= 0.
+    P : int
+        The number of perturbed copies.
+    kind : str
+        ``"uniform"`` (uniform on :math:`[-\\sigma, \\sigma]`) or ``"gaussian"``
+        (:math:`N(0, \\sigma^2)`).
+    seed : int
+        The seed of the noise.
+    dtype : torch.dtype or None
+        The copies' dtype (default: the model's).
+
+    Returns
+    -------
+    Recognizer
+        A population of ``P`` models.
+
+    Notes
+    -----
+    Uniform noise fills an :math:`\\ell_\\infty` ball of radius :math:`\\sigma` (standard
+    deviation :math:`\\sigma/\\sqrt{3}`). All M parameters are perturbed, the zero ones too: token and positional embeddings, attention, feed-forward
     and readout (the model has no layer-norm gain or bias, so there are none of those).
     """
     if not isinstance(model, Recognizer):
@@ -101,12 +123,35 @@ class Agreement:
 @torch.no_grad()
 def agreement(model, f, N: int, *, margin: float = 0.0, n_samples: int | None = None,
               seed: int = 0, chunk_size: int = 1024) -> Agreement:
-    """Compare ``model`` (a population, or any classifier: one model) with the Boolean
-    function ``f`` on {0,1}^N.
+    """Compare each model of a population with a Boolean function, string by string.
 
-    Exhaustive over all 2^N strings when ``n_samples`` is None, else on ``n_samples`` uniform
-    strings (the same strings for every model). A string counts as correct only when its label
-    (threshold ``margin``, see :func:`sensbook.classify`) equals f(x).
+    Parameters
+    ----------
+    model : Recognizer or classifier
+        A population of ``P`` models, or any classifier (one model: an adapter, a function).
+    f : BooleanFunction
+        The function to compare with.
+    N : int
+        The string length.
+    margin : float
+        The recognition margin of the labels (:func:`sensbook.classify`).
+    n_samples : int or None
+        None: all :math:`2^N` strings (``N <= 24``); else that many uniform strings, the same for
+        every model.
+    seed : int
+        The seed of the sampled strings.
+    chunk_size : int
+        Strings evaluated at once.
+
+    Returns
+    -------
+    Agreement
+        Per model: exact agreement, accuracy, and errors per Hamming weight.
+
+    Notes
+    -----
+    A string counts as correct only when its label equals :math:`f(x)`; an undecided or
+    non-finite label is an error.
     """
     N = check_n(N)
     chunk_size = _check_pos_int(chunk_size, "chunk_size")
@@ -146,8 +191,36 @@ def agreement(model, f, N: int, *, margin: float = 0.0, n_samples: int | None = 
 
 def basin_curve(model, f, N, sigmas, P, *, kind="uniform", margin=0.0, n_samples=None, seed=0,
                 dtype=torch.float32, progress=True, first_index=0):
-    """Exact-recognition probability and mean accuracy of perturbed copies, per sigma.
+    """Exact-recognition probability and mean accuracy of perturbed copies, per noise scale.
 
+    Parameters
+    ----------
+    model : Recognizer
+        A population of one model (``P = 1``), the construction to perturb.
+    f : BooleanFunction
+        The function it should recognise.
+    N : int
+        The string length.
+    sigmas : array-like
+        The noise scales, 1-D, each >= 0.
+    P : int
+        Perturbed copies per scale.
+    kind, margin, n_samples, seed
+        As for :func:`perturb` and :func:`agreement`.
+    dtype : torch.dtype
+        The copies' dtype.
+    progress : bool
+        Show a progress bar.
+    first_index : int
+        The offset of this grid in a larger one (see Notes).
+
+    Returns
+    -------
+    dict
+        Numpy arrays over ``sigmas``; see Notes.
+
+    Notes
+    -----
     Returns a dict of numpy arrays over ``sigmas``: ``p_exact`` (fraction of the P perturbed
     models that recognise f exactly), ``se`` (its binomial standard error), ``accuracy`` (mean
     accuracy), ``errors_by_weight`` (len(sigmas), N+1: mean error fraction per Hamming layer).
@@ -173,8 +246,24 @@ def basin_curve(model, f, N, sigmas, P, *, kind="uniform", margin=0.0, n_samples
 
 
 def critical_sigma(sigmas, p_exact, level: float = 0.5) -> float:
-    """sigma* where the exact-recognition probability first falls to ``level``.
+    """The noise scale :math:`\\sigma^*` where the exact-recognition probability first falls to
+    ``level``.
 
+    Parameters
+    ----------
+    sigmas : array-like
+        The noise scales: positive, increasing, 1-D.
+    p_exact : array-like
+        The exact-recognition probability at each scale.
+    level : float
+        The probability that defines :math:`\\sigma^*`.
+
+    Returns
+    -------
+    float
+
+    Notes
+    -----
     Linear interpolation in (log sigma, p) between the last grid point with p >= level and the
     next one. NaN when p never reaches ``level`` on the grid (or starts below it).
     """
@@ -190,8 +279,22 @@ def critical_sigma(sigmas, p_exact, level: float = 0.5) -> float:
 
 
 def t_quantile(p: float, df: float) -> float:
-    """The p-quantile of Student's t with ``df`` degrees of freedom (numerical: Simpson's rule
-    on the density, then bisection; 1e-6 accurate). The 95% interval of a least-squares slope
+    """The ``p``-quantile of Student's t distribution.
+
+    Parameters
+    ----------
+    p : float
+        The probability, in (0, 1).
+    df : float
+        The degrees of freedom, finite and > 0.
+
+    Returns
+    -------
+    float
+
+    Notes
+    -----
+    Numerical (Simpson's rule on the density, then bisection), accurate to 1e-6. The 95% interval of a least-squares slope
     from n points is b +- t_quantile(0.975, n - 2) se: with 4 points (2 degrees of freedom)
     that is +- 4.30 se, not +- 1.96 se."""
     if not 0 < p < 1:
@@ -219,8 +322,21 @@ def t_quantile(p: float, df: float) -> float:
 
 
 def fit_power(x, y):
-    """Least-squares fit log y = a + b log x: returns (b, stderr of b, a). The stderr has
-    n - 2 degrees of freedom (n points): a 95% interval is b +- t_quantile(0.975, n - 2) se."""
+    """Least-squares fit of :math:`\\log y = a + b \\log x`.
+
+    Parameters
+    ----------
+    x : array-like
+        Positive values.
+    y : array-like
+        Positive values, as many as ``x`` (at least 2).
+
+    Returns
+    -------
+    tuple of float
+        ``(b, se, a)``: the standard error ``se`` of ``b`` has ``n - 2`` degrees of freedom,
+        so a 95% interval is ``b +- t_quantile(0.975, n - 2) * se``.
+    """
     x, y = np.log(np.asarray(x, float)), np.log(np.asarray(y, float))
     if len(x) < 2 or x.shape != y.shape or not np.isfinite(y).all():
         raise ValueError("x and y must be equal-length, with >= 2 finite positive values")
@@ -244,8 +360,17 @@ def least_squares(x, y):
 
 
 def theorem45_exponent(D: int, n_norms: int) -> float:
-    """(D - 1) / (2 n) - 5: the exponent of Theorem 4.5's bound, n = number of layer norms.
+    """The exponent :math:`(D - 1)/(2n) - 5` of Theorem 4.5's bound.
 
+    Parameters
+    ----------
+    D : int
+        The model width.
+    n_norms : int
+        ``n``, the number of layer norms (``2L`` for the book's post-LN recognizer).
+
+    Notes
+    -----
     **CHOICE (the count).** The theorem's exponent spends one small-ball factor
     P(var < t) ~ t^((D-1)/2) per normalisation the blowup beta multiplies over (Lemma 4.2
     bounds each of them by N^(zeta/(2n))), and the paper's notation has one coefficient z per
@@ -262,26 +387,60 @@ def theorem45_exponent(D: int, n_norms: int) -> float:
 
 
 def theorem45_applies(D: int, n_norms: int) -> bool:
-    """The book's reading of Theorem 4.5's width condition, D >= 10 n + 2: the D at which its
-    exponent (:func:`theorem45_exponent`) is positive. Whether the paper states a width
+    """Whether Theorem 4.5's exponent is positive: the book's reading of its width condition,
+    :math:`D \\ge 10 n + 2`.
+
+    Parameters
+    ----------
+    D, n_norms
+        As for :func:`theorem45_exponent`.
+
+    Notes
+    -----
+    The D at which its exponent (:func:`theorem45_exponent`) is positive. Whether the paper states a width
     hypothesis at all is unknown here (its full text could not be consulted); without one, the
     bound K_0 >= N^a still forces K_0 >= 1 (an integer) for a <= 0."""
     return theorem45_exponent(D, n_norms) > 0
 
 
 def theorem45_bound(N, D: int, n_norms: int):
-    """N^((D-1)/(2n) - 5): Theorem 4.5's lower bound on K_0 for a model with n layer norms
-    (:func:`theorem45_exponent`; constants unknown; asymptotic; with margin xi > 0, eps = 0),
+    """Theorem 4.5's lower bound :math:`N^{(D-1)/(2n) - 5}` on :math:`K_0`.
+
+    Parameters
+    ----------
+    N : int or array-like
+        String lengths.
+    D, n_norms
+        As for :func:`theorem45_exponent`.
+
+    Returns
+    -------
+    numpy.ndarray
+
+    Notes
+    -----
+    Constants unknown; asymptotic; with margin :math:`\\xi > 0` and :math:`\\varepsilon = 0`;
     in its recognition form: for almost every theta at all large N, either some string is
     undecided at margin xi or K_0 is at least this."""
     return np.asarray(N, float) ** theorem45_exponent(D, n_norms)
 
 
 def affine_class(table: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Which truth tables are affine: f(x) = c xor (xor_{i in S} x_i).
+    """Which truth tables are affine, :math:`f(x) = c \\oplus \\bigoplus_{i \\in S} x_i`.
 
-    ``table`` (*pop, 2^N) of labels (0/1; any other entry makes the row non-affine). Returns
-    (m, S_mask): m = |S| for affine rows (0 = constant, 1 = DICTATOR or its negation, N =
+    Parameters
+    ----------
+    table : torch.Tensor
+        Labels of shape ``(..., 2**N)``: 0/1 (any other entry makes the row non-affine).
+
+    Returns
+    -------
+    tuple of torch.Tensor
+        ``(m, S_mask)``; see Notes.
+
+    Notes
+    -----
+    Returns (m, S_mask): m = |S| for affine rows (0 = constant, 1 = DICTATOR or its negation, N =
     PARITY or its negation) and -1 otherwise; S_mask (*pop, N) bool, the variables read.
     Test: f is affine iff f(x) xor f(0) = xor_i x_i (f(e_i) xor f(0)) on every string.
     """
@@ -301,9 +460,17 @@ def affine_class(table: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def table_ids(table: torch.Tensor) -> torch.Tensor:
-    """A decided truth table (*pop, 2^N), N <= 5, as the integer sum_j f(x_j) 2^j (int64).
+    """Each decided truth table as one integer, :math:`\\sum_j f(x_j) 2^j`.
 
-    Rows with an undecided or non-finite entry get id -1.
+    Parameters
+    ----------
+    table : torch.Tensor
+        Labels of shape ``(..., 2**N)``, ``N <= 5``.
+
+    Returns
+    -------
+    torch.Tensor
+        int64 ids, shape ``(...)``; a row with an undecided or non-finite entry gets -1.
     """
     size = table.shape[-1]
     N = size.bit_length() - 1
@@ -316,7 +483,20 @@ def table_ids(table: torch.Tensor) -> torch.Tensor:
 
 
 def ids_to_tables(ids, N: int) -> torch.Tensor:
-    """Inverse of :func:`table_ids`: (len(ids), 2^N) 0/1 int8."""
+    """The truth tables of ids: the inverse of :func:`table_ids`.
+
+    Parameters
+    ----------
+    ids : array-like of int
+        Function ids.
+    N : int
+        The string length.
+
+    Returns
+    -------
+    torch.Tensor
+        int8 0/1, shape ``(len(ids), 2**N)``.
+    """
     N = check_n(N, maximum=5)
     ids = torch.as_tensor(ids, dtype=torch.int64).reshape(-1, 1)
     return ((ids >> torch.arange(2**N)) & 1).to(torch.int8)
@@ -357,8 +537,33 @@ def parameter_function_map(N: int, n_models: int, *, D: int = 8, L: int = 2, H: 
                            eps: float = 0.0, margin: float = 0.0, batch: int = 4096,
                            seed: int = 0, progress: bool = True,
                            device=None) -> FunctionCensus:
-    """Sample ``n_models`` random transformers and count the Boolean function each computes.
+    """Sample random transformers and count the Boolean function each computes.
 
+    Parameters
+    ----------
+    N : int
+        The string length, 1 to 5.
+    n_models : int
+        The number of models.
+    D, L, H, F, init, scale, eps
+        The recognizer and its initialisation (:meth:`sensbook.Recognizer.random`).
+    margin : float
+        The recognition margin.
+    batch : int
+        Models evaluated together.
+    seed : int
+        The first model's seed (then ``seed + 1``, ...).
+    progress : bool
+        Show a progress bar.
+    device : torch.device or str or None
+        Where the models run (default the CPU).
+
+    Returns
+    -------
+    FunctionCensus
+
+    Notes
+    -----
     Populations of ``batch`` models (seeds seed, seed+1, ...) are evaluated together on all 2^N
     strings (N <= 5), on ``device`` (default the CPU). This is the parameter-function map of
     Valle-Pérez et al. (2019) for the recognizer of :mod:`sensbook.model`:

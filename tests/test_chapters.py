@@ -173,7 +173,8 @@ def test_chapter_prints_its_scale_and_asserts_claims(md):
     banner = re.findall(r"sb\.banner\(((?:\"[\w.]+\"(?:, )?)*)\)", src)
     assert len(banner) == 1, "every chapter prints the scale it ran at and what its experiments cost"
     named = {e.name for n in re.findall(r'"([\w.]+)"', banner[0]) for e in select(n)}
-    assert all(n.startswith(chapter) for n in named), named
+    assert any(n.startswith(chapter) for n in named) or not named, named   # another may be
+    # read too (ch6_explanations: ch5.basin, through ch6.parity_sigma_star)
     # every experiment the chapter names reads is in its banner (tests/colab/ checks the run)
     read = set(re.findall(r'run_experiment\("([\w.]+)"', src))
     assert read <= named, f"{md.name} reads {sorted(read - named)} but its banner omits them"

@@ -67,6 +67,26 @@ def test_in_a_kernel_it_is_interact(monkeypatch):
     plt.close("all")
 
 
+def test_in_a_kernel_the_controls_are_exactly_the_grid(monkeypatch):
+    """Issue 39: ch7's explorer has a parameter P=32 that is no control; interact made it a
+    fourth slider (-32...96, failing at P <= 0) in Colab, while the page showed three."""
+    monkeypatch.delenv("SENSBOOK_PAGE", raising=False)
+    import ipywidgets as widgets
+
+    calls = []
+
+    def show(kind="bar", n=2, P=32, *, scale=1.0):
+        calls.append((kind, n, P, scale))
+
+    w = _shown(monkeypatch, show, kind=["bar", "line"], n=[2, 3])
+    controls = [c._kwarg for c in w.kwargs_widgets if not isinstance(c, widgets.fixed)]
+    assert controls == ["kind", "n"]
+    assert {c._kwarg: c.value for c in w.kwargs_widgets if isinstance(c, widgets.fixed)} == \
+        {"P": 32, "scale": 1.0}
+    w.kwargs_widgets[1].value = 3                  # a move of the slider
+    assert calls[-1] == ("bar", 3, 32, 1.0)
+
+
 def test_bad_explorers_are_refused_naming_the_argument(monkeypatch):
     with pytest.raises(ValueError, match="n=3"):
         sb.explore(draw, n=3)
@@ -74,6 +94,10 @@ def test_bad_explorers_are_refused_naming_the_argument(monkeypatch):
         sb.explore(draw, n=[1, 2], start=dict(n=9))
     with pytest.raises(ValueError, match="not controls"):
         sb.explore(draw, n=[1, 2], start=dict(m=1))
+    with pytest.raises(ValueError, match=r"controls \['m'\] are not parameters of draw"):
+        sb.explore(draw, m=[1, 2])
+    with pytest.raises(ValueError, match=r"\['P'\] are neither controls nor have a default"):
+        sb.explore(lambda n, P: None, n=[1, 2])
     monkeypatch.setenv("SENSBOOK_PAGE", "1")
     with pytest.raises(ValueError, match="at most"):
         sb.explore(draw, kind=list(range(20)), n=list(range(20)))

@@ -7,6 +7,9 @@
   error on every page.
 - It sets SENSBOOK_PAGE=1 for the kernels it starts: explorers (sensbook.pages.explore) then
   precompute every setting, and the page's controls answer without a kernel.
+- It has the kernels it starts talk to the build over CurveZMQ-encrypted sockets
+  (jupyter_client's `transport_encryption="auto"`; ipykernel's kernelspec declares support),
+  instead of plain TCP, about which every kernel printed a warning into the build log.
 - It adds the book's stylesheet, tools/static/sensbook.css (code fits the column, outputs wrap,
   tables and explorers are styled), to every page. Not through a root `_static/` folder: Jupyter
   Book would then add every .js of every static path (MathJax's too) to every page.
@@ -68,6 +71,28 @@ def _register_authoryear():
     register_plugin("pybtex.style.formatting", "authoryear", AuthorYear)
 
 
+def _encrypted_kernels():
+    """Kernels over CurveZMQ, not plain TCP (each plain one logs "Kernel is running over TCP
+    without encryption" to the build log). myst-nb executes notebooks, in every execution mode,
+    through jupyter_cache's `single_nb_execution`, which calls `nbclient.execute` by the name
+    `executenb`: this build's copy of that name passes nbclient a configuration. Nothing changes
+    where libzmq has no CurveZMQ (the kernels then keep plain TCP, and their warning)."""
+    import zmq
+    from jupyter_cache.executors import utils
+    from traitlets.config import Config
+
+    plain = utils.executenb
+    if not zmq.has("curve") or getattr(plain, "encrypted", False):
+        return
+
+    def executenb(nb, cwd=None, km=None, **kwargs):
+        kwargs.setdefault("config", Config({"KernelManager": {"transport_encryption": "auto"}}))
+        return plain(nb, cwd=cwd, km=km, **kwargs)
+
+    executenb.encrypted = True
+    utils.executenb = executenb
+
+
 def _ensure_assets(app, config):
     site_assets.site_assets()
     # the kernels the build starts inherit it: explorers precompute every setting for the page
@@ -105,6 +130,7 @@ def _finish(app, exception):
 
 def setup(app):
     _register_authoryear()
+    _encrypted_kernels()
     app.connect("config-inited", _ensure_assets)
     app.add_css_file("sensbook.css")
     app.connect("html-page-context", _dedupe_scripts, priority=900)   # after the others add theirs

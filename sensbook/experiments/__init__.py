@@ -233,10 +233,8 @@ def banner(*names: str) -> str:
     cost = "nothing to compute" if todo == 0 else f"about {_minutes(seconds)} on one CPU core"
     lines = [line, what, f"{where}, {todo} to compute: {cost}"]
     if site:               # what the index lists is not yet fetched, nor checked
-        lines.append(f"(the {site} published are what its index lists, not yet fetched or "
-                     "checked: any that does not arrive or fails a check is computed here, about "
-                     f"{_minutes(site_seconds)} on one CPU core for all {site}, and the run "
-                     "says so)")
+        lines.append(f"(not yet fetched: any that fails to arrive is computed here, at most "
+                     f"{_minutes(site_seconds)})")
     if seconds > BANNER_LONG_SECONDS:
         lines += ["too long for one notebook session: compute them on a GPU or a cluster and",
                   "keep the store on a drive (the introduction, 'At paper scale')"]

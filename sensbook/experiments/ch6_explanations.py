@@ -107,7 +107,7 @@ def parity_sigma_star(Ns, scale: str | None = None) -> np.ndarray:
     linear in (log N, log sigma*) between ch5's lengths, extrapolated from the end ones."""
     sc = current_scale() if scale is None else check_scale(scale, "scale")
     basin = ch5.basin_merge(get("ch5.basin").configs(sc),
-                            run_experiment("ch5.basin", sc, report=False))
+                            run_experiment("ch5.basin", sc))
     n5 = ch5.basin_lengths("PARITY", sc)
     s5 = [critical_sigma(ch5.basin_sigmas(sc), basin["uniform", "PARITY", N]["p_exact"])
           for N in n5]

@@ -351,6 +351,9 @@ def run_pool(sweeps, out=None, *, workers: int = 1, progress: bool = True,
     """Compute every missing configuration of several sweeps in ONE pool of ``workers``
     processes (one thread each), longest predicted first, so that the workers stay busy across
     sweeps. ``sweeps``: ``(Sweep, cost)`` pairs, ``cost(config)`` the predicted seconds.
+    The progress bar counts those predicted seconds, not configurations (the long ones run
+    first, so a count of configurations would promise hours at the start), and estimates the
+    time left from the average rate since the start.
     Returns ``{name: (stored, computed)}``. The store's guarantees are :func:`run_sweep`'s:
     each configuration is claimed while computed, workers die with this process, a killed run
     resumes; a failing configuration stops no other (all failures are reported at the end)."""
@@ -369,7 +372,10 @@ def run_pool(sweeps, out=None, *, workers: int = 1, progress: bool = True,
     todo.sort(key=lambda t: -t[0])
     if todo:
         device()                                   # a bad $SENSBOOK_DEVICE fails here, not later
-    bar = _progress(total=len(todo), desc=desc, disable=not progress)
+    weight = {id(args): max(float(c), 1e-3) for c, _, args in todo}     # predicted seconds
+    bar = _progress(total=sum(weight.values()), desc=desc, disable=not progress, smoothing=0,
+                    bar_format="{desc}: {percentage:3.0f}%|{bar}| {n:.0f}/{total:.0f} predicted "
+                               "CPU s [{elapsed}<{remaining}]")
     pending, said = [], set()
 
     def take(name, args, outcome):
@@ -378,7 +384,7 @@ def run_pool(sweeps, out=None, *, workers: int = 1, progress: bool = True,
             pending.append((name, args, outcome[1]))
             return
         counts[name][0 if how == "stored" else 1] += 1
-        bar.update(1)
+        bar.update(weight[id(args)])
 
     failed = []                             # one failing configuration stops no other
 

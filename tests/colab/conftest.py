@@ -24,6 +24,7 @@ import importlib.util
 import json
 import os
 import pathlib
+import re
 import shutil
 import subprocess
 import sys
@@ -119,9 +120,15 @@ def share(i: int) -> str:
 @pytest.fixture(scope="session")
 def chapters(request) -> list:
     """The chapters (``ch1`` ... ) of the notebooks this session runs (``-k ch1_sensitivity``
-    runs one notebook and needs only its chapter's results)."""
-    names = {item.callspec.params["ipynb"].stem.split("_")[0] for item in request.session.items
-             if hasattr(item, "callspec") and "ipynb" in item.callspec.params}
+    runs one notebook and needs only its chapter's results), and of the experiments their
+    banners name (ch6_explanations reads ``ch5.basin``)."""
+    names = set()
+    for item in request.session.items:
+        if hasattr(item, "callspec") and "ipynb" in item.callspec.params:
+            ipynb = item.callspec.params["ipynb"]
+            names.add(ipynb.stem.split("_")[0])
+            for args in re.findall(r"sb\.banner\(([^)]*)\)", ipynb.read_text()):
+                names |= {n.split(".")[0] for n in re.findall(r'\\?"(ch\d+)[\w.]*\\?"', args)}
     return sorted(names)
 
 

@@ -6,8 +6,9 @@ at ``ci`` scale. Then the notebook's first lines are held to what happened:
 
 * the install cell installed ``sensbook`` from the checkout, once;
 * the banner names exactly the experiments the notebook read (its ``[name @ scale: ...]`` lines),
-  and its counts are those of the run: stored here, fetched from the published store, computed
-  now; these are also the counts the test put there (a third each);
+  and every experiment whose results arrived in the store during the run; its counts are those
+  of the run: stored here, fetched from the published store, computed now; these are also the
+  counts the test put there (a third each);
 * the predicted computing time is within a factor :data:`TIME_FACTOR` of the CPU seconds the
   computed configurations took (their stored ``cpu_seconds``), once it is long enough to time;
 * the kernels start with Colab's default thread count (:data:`COLAB_THREADS`), not one: the
@@ -16,6 +17,8 @@ at ``ci`` scale. Then the notebook's first lines are held to what happened:
   must have run in one thread (the cost models are one-thread CPU seconds);
 * no cell writes to stderr (the pages drop stderr; a Colab reader sees it);
 * every progress bar belongs to a cell that ran for at least ``PROGRESS_DELAY`` seconds;
+* each explorer's controls (``interact``'s widgets that are not ``fixed``) are exactly the grid
+  its ``sb.explore`` call gives;
 * every widget callback runs at its slowest setting (sliders at their maximum, every option of
   every menu) in the same kernel; the CPU seconds of the slowest call must stay within
   :data:`WIDGET_SECONDS` (the book's target is about one second per event).
@@ -93,6 +96,7 @@ for _iw in [w for w in list(_found.values()) if isinstance(w, _w.interactive)]:
         if _c > _worst[0]:
             _worst = (_c, _t, {k: repr(v) for k, v in _kw.items()})
     _out.append(dict(callback=_iw.f.__name__, cpu_s=round(_worst[0], 3),
+                     controls=[c._kwarg for c in _iw.kwargs_widgets if not isinstance(c, _w.fixed)],
                      wall_s=round(_worst[1], 3), setting=_worst[2],
                      manual=bool(getattr(_iw, "manual", False)),
                      continuous=[getattr(c, "continuous_update", None) for c in _iw.kwargs_widgets]))
@@ -118,6 +122,32 @@ def _seconds(cell) -> float:
 def _stderr(cell) -> str:
     return "".join(o.get("text", "") for o in cell.get("outputs", [])
                    if o.get("output_type") == "stream" and o.get("name") == "stderr")
+
+
+def _records(results: pathlib.Path) -> dict:
+    """{experiment: names of its stored records} of a results folder."""
+    return {d.name: {p.name for p in d.glob("*.json")} for d in results.glob("*.*") if d.is_dir()}
+
+
+def _explorers(cells) -> list:
+    """``(function name, sorted control names)`` of each ``sb.explore(fn, name=values, ...)``
+    call in the cells' source: the grid the reader is promised."""
+    import ast
+
+    found = []
+    for cell in cells:
+        try:
+            tree = ast.parse(cell.source)
+        except SyntaxError:                         # a cell with shell or magic lines
+            continue
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                    and node.func.attr == "explore" and node.args):
+                fn = node.args[0]
+                name = fn.id if isinstance(fn, ast.Name) else "<lambda>"
+                found.append((name, sorted(k.arg for k in node.keywords
+                                           if k.arg not in ("start", "live", "note"))))
+    return sorted(found)
 
 
 def _bars(cell) -> int:
@@ -148,6 +178,7 @@ def test_notebook_runs_in_a_colab_like_runtime_as_its_banner_says(
                             install.source)
     work = tmp_path / "content"                       # the clean working folder (Colab's)
     seed_local_store(ci_store, work / "results", chapters)
+    seeded = _records(work / "results")
     runtime = fresh_runtime(colab_venv, tmp_path / "runtime")
     name = kernel_spec(runtime, tmp_path / "kernels")
     env = {k: v for k, v in os.environ.items()
@@ -204,6 +235,13 @@ def test_notebook_runs_in_a_colab_like_runtime_as_its_banner_says(
         reads.setdefault(r["name"], r)              # an experiment read twice counts once
     if set(named) != set(reads):
         problems.append(f"banner names {sorted(named)}, the notebook read {sorted(reads)}")
+    # every experiment whose results arrived in the store (fetched or computed) is in the banner,
+    # whether or not the notebook printed a line for it (issue 39: a helper read one quietly)
+    arrived = sorted(n for n, files in _records(work / "results").items()
+                     if files - seeded.get(n, set()))
+    if set(arrived) - set(named):
+        problems.append(f"results of {sorted(set(arrived) - set(named))} arrived in the store "
+                        f"during the run; the banner names {sorted(named)}")
     want = {"here": 0, "published": 0, "compute": 0}
     for n in named:
         for i in range(len(get(n).configs(SCALE))):
@@ -240,6 +278,13 @@ def test_notebook_runs_in_a_colab_like_runtime_as_its_banner_says(
     bars = [(i, _bars(c), round(_seconds(c), 2)) for i, c in enumerate(code) if _bars(c)]
     problems += [f"code cell {i}: {n} progress bar(s) in a cell of {s} s" for i, n, s in bars
                  if s < PROGRESS_DELAY]
+
+    # widgets: each explorer's controls are exactly its grid (no slider for a parameter that
+    # is no control: issue 39), one explorer per sb.explore call
+    shown = sorted((w["callback"], sorted(w["controls"])) for w in widgets)
+    if shown != _explorers(code):
+        problems.append(f"the notebook's explorers have controls {shown}, its sb.explore calls "
+                        f"grids {_explorers(code)}")
 
     # widgets: the slowest event
     problems += [f"widget {w['callback']}: {w['cpu_s']} CPU s at {w['setting']}" for w in widgets

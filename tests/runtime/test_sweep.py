@@ -264,6 +264,36 @@ def test_in_process_configurations_compute_in_one_thread_and_the_setting_is_rest
 
 
 
+def test_the_pool_progress_bar_counts_predicted_seconds_so_its_time_left_holds(tmp_path,
+                                                                              monkeypatch):
+    """Issue 39: the configurations run longest first, so a bar counting configurations
+    promised 2:49:13 left after 7 minutes of a 15-minute run; it counts predicted seconds."""
+    from tqdm import tqdm
+
+    bars = []
+
+    class Bar:
+        def __init__(self, total=None, desc=None, **kw):
+            self.total, self.desc, self.kw, self.updates = total, desc, kw, []
+            bars.append(self)
+
+        def update(self, n):
+            self.updates.append(n)
+
+        def close(self):
+            pass
+
+    sb.run_sweep(sb.Sweep("fake", [{"i": 0, "tag": "a"}], "tests.runtime.test_sweep:fake"),
+                 tmp_path, progress=False)                          # one already stored
+    monkeypatch.setattr(sensbook.runtime.sweep, "_progress", Bar)
+    sb.experiments.run_pool([(sweep(4), lambda c: 10.0 * (c["i"] + 1))], tmp_path)
+    (bar,) = bars
+    assert bar.total == 20 + 30 + 40 and bar.updates == [40, 30, 20]
+    # 40 of 90 predicted seconds done after 60 s: 50 left at that rate is 75 s
+    line = tqdm.format_meter(40, bar.total, 60, prefix=bar.desc, **bar.kw)
+    assert "40/90 predicted CPU s" in line and "[01:00<01:15]" in line, line
+
+
 # ---- issue 21: interrupted and crowded sweeps, devices checked where read, calibrate ---------
 INTERRUPTED = """
 import sys

@@ -9,8 +9,10 @@ book's figure style, the cell's explicit font sizes, the figure's pixel width an
 width); every control on the page answers (moving it changes the figure or the text) or is
 visibly disabled with a line saying where it is live, and no live-kernel widget is left on the
 page, where it could not answer; every Colab link opens a committed .ipynb of this repository; no raw
-pipe-table text (a Markdown table shown as text) is visible. A full-page
-screenshot of each page goes to _build/site-test/screenshots/ (the workflows upload it).
+pipe-table text (a Markdown table shown as text) is visible. At a phone's 390 px no page scrolls
+sideways and every display equation too wide for the column scrolls in its own box, with a
+visible hint. A full-page screenshot of each page goes to _build/site-test/screenshots/ (at
+390 px to screenshots/phone/; the workflows upload them).
 """
 from __future__ import annotations
 
@@ -81,9 +83,9 @@ def test_site_is_built(site):
         assert f"{doc}.html" in PAGES, f"{doc} is in _toc.yml but was not built"
 
 
-def _visit(browser, url: str, shot) -> dict:
+def _visit(browser, url: str, shot, width: int = 1280) -> dict:
     """Open url with every non-local request blocked; return what went wrong and the page."""
-    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    page = browser.new_page(viewport={"width": width, "height": 900 if width > 600 else 844})
     seen = {"console": [], "failed": [], "external": [], "http": []}
 
     def route(r):
@@ -216,6 +218,45 @@ def test_page(rel, browser, base_url):
                                                  "mjx-container, .math, script, style")
         problems += [f"raw pipe-table text on the page: {t!r}" for t in raw_tables(prose)]
 
+        assert not problems, "\n".join([rel] + problems)
+    finally:
+        page.close()
+
+
+# At a phone's width: how far the page scrolls sideways, and each display equation wider than
+# its box that does not scroll there or shows no sign of it (the edge shadows of sensbook.css).
+PHONE_JS = """() => ({
+  page: document.documentElement.scrollWidth - document.documentElement.clientWidth,
+  widest: [...document.querySelectorAll('body *')].filter(e => e.offsetParent !== null)
+    .map(e => [Math.round(e.getBoundingClientRect().right), e.tagName + '.' + String(e.className)
+               + ' ' + (e.innerText || '').slice(0, 40)])
+    .sort((a, b) => b[0] - a[0]).slice(0, 1),
+  equations: [...document.querySelectorAll('div.math mjx-container')]
+    .filter(m => m.scrollWidth > m.clientWidth + 1)
+    .map(m => { const st = getComputedStyle(m);
+                return [m.scrollWidth - m.clientWidth, st.overflowX, /gradient/.test(st.backgroundImage),
+                        (m.innerText || '').replace(/\\s+/g, '').slice(0, 40)]; })
+})"""
+PHONE_PX = 390
+
+
+@pytest.mark.parametrize("rel", PAGES)
+def test_page_on_a_phone(rel, browser, base_url):
+    """Issue 39: at 390 px no page scrolls sideways (the API page was 453 px wide, the general
+    index 435, ch8 402), and a display equation too wide for the column scrolls in its own box
+    with a visible sign that it does (they were clipped, with no hint, in ch1, ch2 and the
+    introduction)."""
+    page, seen = _visit(browser, base_url + rel, SHOTS / "phone" / (rel[:-5].replace("/", "__") + ".png"),
+                        width=PHONE_PX)
+    try:
+        got = page.evaluate(PHONE_JS)
+        problems = [f"console error: {m}" for m in seen["console"]]
+        if got["page"] > 1:
+            problems.append(f"the page scrolls sideways by {got['page']} px at {PHONE_PX} px; "
+                            f"widest element: {got['widest']}")
+        problems += [f"a display equation {d} px wider than its box with overflow-x {o}"
+                     f"{'' if hint else ' and no scroll hint'}: {t!r}"
+                     for d, o, hint, t in got["equations"] if o not in ("auto", "scroll") or not hint]
         assert not problems, "\n".join([rel] + problems)
     finally:
         page.close()

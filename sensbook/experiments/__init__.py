@@ -45,8 +45,11 @@ CHAPTERS = ("ch1", "ch2", "ch3", "ch4", "ch5", "ch5_certified", "ch6_training", 
             "ch7")
 
 #: The reference machine's budget for the book's experiments at ``book`` scale (seconds of the
-#: 25-minute ``make book`` budget left after kernels start and the chapters' own light cells).
-BOOK_BUDGET_SECONDS = 17 * 60
+#: 25-minute ``make book`` budget left after setup, kernels and the chapters' own light cells),
+#: against the cost models' predicted sum over two workers. The cost models over-predict (the
+#: measured CPU seconds were 0.68 of the prediction on 2026-12-04), so this bound is looser
+#: than the wall time it guards; the README's fresh-clone measurement is the real check.
+BOOK_BUDGET_SECONDS = 19 * 60 + 30
 
 
 @dataclass(frozen=True)

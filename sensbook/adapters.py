@@ -371,7 +371,7 @@ class TorchClassifier:
         return out
 
     def memory_per_string(self, N: int, limit: int | None = None) -> int:
-        """Bytes one string of length N costs in a call, measured (:func:`probe_bytes`: on one
+        """Bytes one string of length N costs in a call, measured (``sensbook.memory.probe_bytes``: on one
         string, then on ``PROBE_STRINGS``, or fewer when they would not fit ``limit`` bytes):
         the larger of the peak of the tensors the forward pass allocates (times
         ``PROBE_FACTOR``) and the memory the call adds at its peak (times ``RESIDENT_FACTOR``:
@@ -466,7 +466,7 @@ class SklearnClassifier:
 
     def memory_per_string(self, N: int, limit: int | None = None) -> int:
         """Bytes one string of length N costs in a call, measured as the memory the call adds at
-        its peak (:func:`probe_bytes` on ``SKLEARN_PROBE_STRINGS`` strings, or fewer when they
+        its peak (``sensbook.memory.probe_bytes`` on ``SKLEARN_PROBE_STRINGS`` strings, or fewer when they
         would not fit ``limit``, times ``RESIDENT_FACTOR``; an ``MLPClassifier`` of width
         4,096 needs 32 KiB a string), and at least its float64 features and a few copies of
         them, 32 (N + 1) bytes; cached per N. The profilers size their chunks by it."""

@@ -173,12 +173,12 @@ def _layer(boxes, l):
 @torch.no_grad()
 def output_bounds(model: Recognizer, x, radius, *, layer_norm: bool = True,
                   chunk: int = 4096) -> Bounds:
-    """Bounds of T(theta, x) over every theta in the box |theta - theta_0| <= radius.
+    """Bounds of T(theta, x) over every theta in the box ``|theta - theta_0| <= radius``.
 
     ``model``: a :class:`~sensbook.Recognizer` with P = 1 (theta_0, its eps and positional
     features); ``x``: strings (B, N); ``radius``: a number or M numbers (per parameter, in the
     order of :meth:`Recognizer.flat`). ``layer_norm=False`` bounds the same network with every
-    layer norm removed (the no-LN control of :mod:`sensbook.controls`). Strings are processed
+    layer norm removed (the no-LN control of ``sensbook.controls``). Strings are processed
     ``chunk`` at a time.
     """
     if not isinstance(model, Recognizer) or model.P != 1:

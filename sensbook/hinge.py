@@ -209,7 +209,7 @@ def maximise_influence(model: Recognizer, x, bits, *, steps: int = 150,
 
 def converged_influence(make, x, bits, *, steps: int, cap: int, lr: tuple = (0.5, 0.01),
                         box: float = 1.0, tol: float = 0.1) -> dict:
-    """:func:`maximise_influence` run to convergence: from the same starts (``make()`` builds
+    """``sensbook.hinge.maximise_influence`` run to convergence: from the same starts (``make()`` builds
     them afresh, a :class:`~sensbook.Recognizer` population) with ``steps``, 2 ``steps``,
     4 ``steps``, ... until doubling the step count changes the best flip (the largest over the
     starts of their start and end values: every theta evaluated is a lower bound on the worst

@@ -303,7 +303,7 @@ def truth_table(classifier: Classifier, N: int, *, margin: float | str = 0.0, de
     Entry ``index`` is the label of the string with that index (see :mod:`sensbook.boolean`):
     0 reject, 1 accept, -1 undecided, -2 non-finite. Memory: the table (one byte per string
     and model) plus at most ``memory_mb`` for the classifier calls (by its
-    ``memory_per_string`` estimate; default: :func:`sensbook.settings.default_memory_mb`); a
+    ``memory_per_string`` estimate; default: ``sensbook.settings.default_memory_mb``); a
     request that cannot fit is refused before any work.
     """
     N = check_n(N, maximum=MAX_EXHAUSTIVE_N)

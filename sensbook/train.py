@@ -354,7 +354,7 @@ def learn(model, f: BooleanFunction, N: int, seeds, protocol: Protocol = Protoco
     (its gradients are taken with ``torch.autograd.grad``, not accumulated), so training is
     the same with it or without it (``tests/test_train.py``). ``signal_probe`` (optional, a
     function of the model returning a dict of (P, ...) arrays, e.g.
-    :func:`sensbook.mechanism.eos_mechanism` on fixed strings) is recorded beside it, under
+    :func:`sensbook.eos_mechanism` on fixed strings) is recorded beside it, under
     its own keys, at the same steps; it too must only read the model.
     """
     if not (isinstance(criterion, float) and 0.5 < criterion <= 1):

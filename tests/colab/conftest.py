@@ -126,9 +126,10 @@ def chapters(request) -> list:
     for item in request.session.items:
         if hasattr(item, "callspec") and "ipynb" in item.callspec.params:
             ipynb = item.callspec.params["ipynb"]
-            names.add(ipynb.stem.split("_")[0])
+            names |= {ipynb.stem.split("_")[0], ipynb.stem}     # ch6_training: ch6.*
             for args in re.findall(r"sb\.banner\(([^)]*)\)", ipynb.read_text()):
-                names |= {n.split(".")[0] for n in re.findall(r'\\?"(ch\d+)[\w.]*\\?"', args)}
+                # an experiment's chapter is its name before the dot: ch5.basin, ch5_certified.radius
+                names |= {n.split(".")[0] for n in re.findall(r'\\?"(ch\d+\w*)[\w.]*\\?"', args)}
     return sorted(names)
 
 

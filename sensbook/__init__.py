@@ -6,8 +6,8 @@ Companion package of the executable book following Kövér, Butoi, Svete, Hahn &
 
 * instruments (this folder), in the order the book uses them: ``adapters`` (a researcher's
   torch, Hugging Face or scikit-learn model as a classifier), ``boolean`` (Boolean functions
-  with exact sensitivity profiles), ``profile`` (the profiler for any batched Boolean
-  classifier), ``model`` (the transformer recognizer, P models at once), ``geometry`` (eps > 0
+  with exact sensitivity profiles), ``labels`` (a classifier's output read as labels, with a
+  margin), ``profile`` (the profiler for any batched Boolean classifier), ``model`` (the transformer recognizer, P models at once), ``geometry`` (eps > 0
   and eps = 0: blowup, influence, small-ball law), ``hinge`` (Lemma 2.9 and Cor. 4.3 measured;
   worst-case flips), ``constructions`` (exact PARITY, FIRST and
   MAJORITY transformers), ``volume`` (basins, census, the parameter-function map),
@@ -15,7 +15,7 @@ Companion package of the executable book following Kövér, Butoi, Svete, Hahn &
   (population training, sharpness), ``mechanism`` (what a trained model uses at eos:
   layer-norm variances, blowup, attention), ``survival`` (censored steps to learn:
   Kaplan-Meier, accelerated-failure-time fits), ``fourier`` and ``controls`` (Walsh spectra; other architectures);
-  ``pages`` (the figure style and explorers that answer on the published page);
+  ``pages`` (the figure style, printed tables, and explorers that answer on the published page);
   ``settings`` at the bottom (scale, device, progress bars), imported by all;
 * ``experiments/``: each chapter's sizes, runners and cost models (``ch1`` ... ``ch7``) and
   :func:`run_experiment`, which the chapters call;
@@ -41,19 +41,19 @@ from .geometry import (Recognition, blowup_bound, danger_center, distinct_functi
 from .hinge import (flip_hinge, flip_sensitivity, lemma29_ratio, lemma29_slope,
                     maximise_influence, converged_influence)
 from .model import INITS, Recognizer, Trace, blowup, num_parameters, positional_features
-from .profile import (ACCEPT, NONFINITE, REJECT, UNDECIDED, Profile, classify, profile_from_table,
-                      rounding_margin, sampled_profile,
-                      sensitivity_profile, truth_table, zero_sensitivity_count)
+from .labels import ACCEPT, NONFINITE, REJECT, UNDECIDED, classify, rounding_margin
+from .profile import (Profile, profile_from_table, sampled_profile, sensitivity_profile,
+                      truth_table, zero_sensitivity_count)
 from .profiles import compare_profiles, plot_profile
 from .survival import fit_aft, heldout_loglik, kaplan_meier, profile_interval
 from .mechanism import eos_mechanism
-from .pages import STYLE, explore, use_style
+from .pages import STYLE, explore, text_table, use_style
 from .settings import SCALES, check_device, device, pick, progress, scale, set_scale
 from .settings import VERSION as __version__
 from .train import (Protocol, accuracy, curve_schedule, eval_schedule, gradient_signal,
                     init_population, learn, min_margin, population_loss,
                     top_hessian_eigenvalue, train_population)
-from .train import target as target_function
+from .boolean import target as target_function
 from .volume import random_function_profiles
 from .volume import (Agreement, FunctionCensus, affine_class, agreement, basin_curve,
                      census_from_ids, critical_sigma, fit_power, ids_to_tables,

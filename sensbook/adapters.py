@@ -306,7 +306,19 @@ class TorchClassifier:
                          "train='eval') does it for you)")
 
     def inputs(self, x: torch.Tensor) -> tuple:
-        """What the model receives for the 0/1 strings ``x`` (B, N): ``(args, kwargs)``."""
+        """What the model receives for the 0/1 strings ``x``: ``(args, kwargs)``.
+
+        Parameters
+        ----------
+        x : torch.Tensor
+            0/1 strings of shape ``(B, N)``.
+
+        Returns
+        -------
+        tuple
+            ``(args, kwargs)`` of the model's call: the ids (or the floats) and, where used,
+            ``attention_mask``.
+        """
         if self.tokens is None:
             x = x.to(device=self.device, dtype=self.dtype)
             kw = {"attention_mask": torch.ones(x.shape, dtype=torch.long, device=x.device)} \
@@ -326,7 +338,18 @@ class TorchClassifier:
         return (ids,), kw
 
     def scores(self, out) -> torch.Tensor:
-        """Scores (B,) from the model's raw output (see ``output``)."""
+        """Scores ``(B,)`` from the model's raw output, read as ``output`` says.
+
+        Parameters
+        ----------
+        out : torch.Tensor or tuple
+            What the model returned for a batch of ``B`` strings (or a ``ModelOutput``).
+
+        Returns
+        -------
+        torch.Tensor
+            Shape ``(B,)``, in the output's dtype; positive accepts.
+        """
         if hasattr(out, "logits"):
             out = out.logits
         elif isinstance(out, (tuple, list)) and out and isinstance(out[0], torch.Tensor):
@@ -371,12 +394,28 @@ class TorchClassifier:
         return out
 
     def memory_per_string(self, N: int, limit: int | None = None) -> int:
-        """Bytes one string of length N costs in a call, measured (``sensbook.memory.probe_bytes``: on one
-        string, then on ``PROBE_STRINGS``, or fewer when they would not fit ``limit`` bytes):
-        the larger of the peak of the tensors the forward pass allocates (times
-        ``PROBE_FACTOR``) and the memory the call adds at its peak (times ``RESIDENT_FACTOR``:
-        fused kernels such as PyTorch's encoder fast path allocate buffers no tensor count
-        sees); cached per N. The profilers size their chunks by it."""
+        """Bytes one string of length ``N`` costs in a call, measured; cached per ``N``.
+
+        Parameters
+        ----------
+        N : int
+            The string length.
+        limit : int, optional
+            Bytes the probe may use: it runs on fewer strings when ``PROBE_STRINGS`` would not
+            fit.
+
+        Returns
+        -------
+        int
+            Bytes a string; the profilers size their chunks by it.
+
+        Notes
+        -----
+        ``sensbook.memory.probe_bytes`` runs one string, then ``PROBE_STRINGS``, and takes the
+        larger of the peak of the tensors the forward pass allocates (times ``PROBE_FACTOR``)
+        and the memory the call adds at its peak (times ``RESIDENT_FACTOR``: fused kernels
+        such as PyTorch's encoder fast path allocate buffers no tensor count sees).
+        """
         if N not in self._estimates:
             self._estimates[N] = probe_bytes(self, N, device=self.device, limit=limit)
         return self._estimates[N]
@@ -465,11 +504,27 @@ class SklearnClassifier:
         return torch.as_tensor(np.where(out == 0, tie, out))
 
     def memory_per_string(self, N: int, limit: int | None = None) -> int:
-        """Bytes one string of length N costs in a call, measured as the memory the call adds at
-        its peak (``sensbook.memory.probe_bytes`` on ``SKLEARN_PROBE_STRINGS`` strings, or fewer when they
-        would not fit ``limit``, times ``RESIDENT_FACTOR``; an ``MLPClassifier`` of width
-        4,096 needs 32 KiB a string), and at least its float64 features and a few copies of
-        them, 32 (N + 1) bytes; cached per N. The profilers size their chunks by it."""
+        """Bytes one string of length ``N`` costs in a call, measured; cached per ``N``.
+
+        Parameters
+        ----------
+        N : int
+            The string length.
+        limit : int, optional
+            Bytes the probe may use: it runs on fewer strings when ``SKLEARN_PROBE_STRINGS``
+            would not fit.
+
+        Returns
+        -------
+        int
+            Bytes a string; the profilers size their chunks by it.
+
+        Notes
+        -----
+        The memory the call adds at its peak (``sensbook.memory.probe_bytes``, times
+        ``RESIDENT_FACTOR``; an ``MLPClassifier`` of width 4,096 needs 32 KiB a string), and at
+        least its float64 features and a few copies of them, ``32 (N + 1)`` bytes.
+        """
         if N not in self._estimates:
             self._estimates[N] = max(4 * 8 * (N + 1), probe_bytes(
                 self, N, limit=limit, count=False, strings=SKLEARN_PROBE_STRINGS))

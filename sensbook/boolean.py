@@ -512,3 +512,45 @@ def sparse_majority(S) -> Majority:
         The 1-based positions it reads (``m = len(S)``).
     """
     return Majority(S)
+
+
+# ---- targets by name ----------------------------------------------------------------------
+def target(name: str, N: int) -> BooleanFunction:
+    """The Boolean function a name stands for, at length N.
+
+    ``PARITY``, ``FIRST``, ``MAJORITY`` (odd N: at even N a tie would be rejected, so the book
+    trains MAJORITY at odd N only), ``SPARSE_PARITY_m`` and ``SPARSE_MAJORITY_m`` (m = 2..N) on
+    the first m positions {1, ..., m} (a CHOICE: any fixed m positions would do; the first ones
+    are where the positional feature 1[n=1] and n/(N+1) give the model a handle), and
+    ``SPREAD_PARITY_m``: m-sparse PARITY on the spread positions {ceil(k N / m): k = 1..m}
+    (m = 2..N; for m = 3 {ceil(N/3), ceil(2N/3), N}), a generic support that holds the
+    marked x_1 only when N = m.
+    """
+    N = check_n(N)
+    if not isinstance(name, str):
+        raise ValueError(f"name must be a string, got {name!r}")
+    if name == "PARITY":
+        return PARITY
+    if name == "FIRST":
+        return FIRST
+    if name == "MAJORITY":
+        if N % 2 == 0:
+            raise ValueError(f"name='MAJORITY' needs odd N (no ties), got N={N}")
+        return MAJORITY
+    if name.startswith("SPREAD_PARITY_"):
+        try:
+            m = len(target(name.replace("SPREAD", "SPARSE"), N).S)   # m checked there
+        except ValueError as e:
+            raise ValueError(str(e).replace("SPARSE", "SPREAD")) from None
+        return sparse_parity(sorted({-(-k * N // m) for k in range(1, m + 1)}))
+    for kind, cls in (("SPARSE_PARITY_", "parity"), ("SPARSE_MAJORITY_", "majority")):
+        if name.startswith(kind):
+            try:
+                m = int(name[len(kind):])
+            except ValueError:
+                raise ValueError(f"name={name!r}: expected {kind}m with an integer m") from None
+            if not 2 <= m <= N:
+                raise ValueError(f"name={name!r}: m must be in 2..N={N}, got m={m}")
+            return (sparse_parity if cls == "parity" else sparse_majority)(range(1, m + 1))
+    raise ValueError(f"name={name!r} is not a target; allowed: PARITY, FIRST, MAJORITY, "
+                     f"SPARSE_PARITY_m, SPARSE_MAJORITY_m, SPREAD_PARITY_m")

@@ -132,8 +132,16 @@ def _attention(h, lay, H, last_only):
 
 @dataclass
 class Bounds:
-    """Bounds of T over the box, per string: ``lo``, ``hi`` (B,), float64; ``uncertifiable``
-    (B,) bool: a layer-norm variance interval reached 0 at eps = 0 (lo = -inf, hi = +inf)."""
+    r"""Bounds of T over the box, per string.
+
+    Parameters
+    ----------
+    lo, hi : torch.Tensor
+        float64 ``(B,)``: the lower and upper bounds of T.
+    uncertifiable : torch.Tensor
+        bool ``(B,)``: a layer-norm variance interval reached 0 at :math:`\varepsilon = 0`
+        (then ``lo = -inf``, ``hi = +inf``).
+    """
 
     lo: torch.Tensor
     hi: torch.Tensor
@@ -173,13 +181,27 @@ def _layer(boxes, l):
 @torch.no_grad()
 def output_bounds(model: Recognizer, x, radius, *, layer_norm: bool = True,
                   chunk: int = 4096) -> Bounds:
-    """Bounds of T(theta, x) over every theta in the box ``|theta - theta_0| <= radius``.
+    r"""Bounds of :math:`T(\theta, x)` over every :math:`\theta` in the box
+    :math:`|\theta - \theta_0| \le r`.
 
-    ``model``: a :class:`~sensbook.Recognizer` with P = 1 (theta_0, its eps and positional
-    features); ``x``: strings (B, N); ``radius``: a number or M numbers (per parameter, in the
-    order of :meth:`Recognizer.flat`). ``layer_norm=False`` bounds the same network with every
-    layer norm removed (the no-LN control of ``sensbook.controls``). Strings are processed
-    ``chunk`` at a time.
+    Parameters
+    ----------
+    model : Recognizer
+        One model (P = 1): :math:`\theta_0`, its :math:`\varepsilon` and positional features.
+    x : torch.Tensor
+        0/1 strings ``(B, N)``.
+    radius : float or sequence of float
+        The box's half-width r: a number, or M numbers (per parameter, in the order of
+        :meth:`Recognizer.flat`).
+    layer_norm : bool
+        False bounds the same network with every layer norm removed (the no-LN control of
+        ``sensbook.controls``).
+    chunk : int
+        Strings processed at a time.
+
+    Returns
+    -------
+    Bounds
     """
     if not isinstance(model, Recognizer) or model.P != 1:
         raise ValueError("model must be a sensbook.Recognizer holding one model (P = 1), got "
@@ -239,13 +261,39 @@ def certify(model: Recognizer, x, labels, radius, *, margin: float = 0.0,
 
 def certified_radius(model: Recognizer, x, labels, *, margin: float = 0.0, r_max: float = 1.0,
                      r_min: float = 1e-9, rtol: float = 0.01, chunk: int = 4096) -> dict:
-    """The largest certified radius, by bisection on log r inside [r_min, r_max].
+    """The largest certified radius, by bisection on log r inside ``[r_min, r_max]``.
 
-    Returns ``radius`` (the largest r found certified; 0 when even ``r_min`` fails, ``r_max``
-    when it passes), ``upper`` (the smallest r found not certified, inf if none), ``steps``
-    and, at ``upper``, ``n_uncertifiable`` (strings whose layer-norm variance interval reached
-    0 there). Bisection assumes certification is monotone in r, which holds because the
-    bounds are (inclusion-monotone interval arithmetic)."""
+    Parameters
+    ----------
+    model : Recognizer
+        One model (P = 1), as for :func:`output_bounds`.
+    x : torch.Tensor
+        0/1 strings ``(B, N)``.
+    labels : array-like of bool
+        The label each string must keep over the box, ``(B,)``.
+    margin : float
+        Accepted strings need ``lo > margin``, rejected ones ``hi < -margin`` (plus a 1e-9
+        pad); uncertifiable strings never pass.
+    r_max, r_min : float
+        The bisection's bounds, ``0 < r_min < r_max``.
+    rtol : float
+        It stops when ``upper / radius <= 1 + rtol``.
+    chunk : int
+        Strings processed at a time.
+
+    Returns
+    -------
+    dict
+        ``radius`` (the largest r found certified; 0 when even ``r_min`` fails, ``r_max`` when
+        it passes), ``upper`` (the smallest r found not certified, inf if none), ``steps``
+        and, at ``upper``, ``n_uncertifiable`` (strings whose layer-norm variance interval
+        reached 0 there).
+
+    Notes
+    -----
+    Bisection assumes certification is monotone in r, which holds because the bounds are
+    (inclusion-monotone interval arithmetic).
+    """
     if not (0 < r_min < r_max):
         raise ValueError(f"need 0 < r_min < r_max, got r_min={r_min!r}, r_max={r_max!r}")
     run = lambda r: certify(model, x, labels, r, margin=margin, chunk=chunk)

@@ -146,10 +146,17 @@ class MLP(ScoreModule):
 class Population(nn.Module):
     """P modules of one architecture with independent parameters, evaluated in one call.
 
-    ``Population(modules)`` stacks their parameters (``torch.func.stack_module_state``);
-    the forward maps ``functional_call`` of one parameter-less copy over the P models
-    (``vmap``). ``model(x)``: x of shape (B, N) (the same strings for every model) or
-    (P, B, N); output (P, B). :meth:`member` gives model p back as an ordinary module.
+    Parameters
+    ----------
+    modules : sequence of torch.nn.Module
+        The P models, one architecture, without buffers; their parameters are copied.
+
+    Notes
+    -----
+    The parameters are stacked (``torch.func.stack_module_state``); the forward maps
+    ``functional_call`` of one parameter-less copy over the P models (``vmap``).
+    ``model(x)``: x of shape ``(B, N)`` (the same strings for every model) or ``(P, B, N)``;
+    output ``(P, B)``. :meth:`member` gives model p back as an ordinary module.
     """
 
     def __init__(self, modules):
@@ -184,7 +191,13 @@ class Population(nn.Module):
         return dict(zip(self._names, self.stacked))
 
     def member(self, p: int) -> nn.Module:
-        """Model p as an ordinary module (a copy of its parameters)."""
+        """Model p as an ordinary module (a copy of its parameters).
+
+        Parameters
+        ----------
+        p : int
+            The model's index, ``0 <= p < P``.
+        """
         m = copy.deepcopy(self.base).to_empty(device=self.device).to(self.dtype)
         with torch.no_grad():
             for n, t in m.named_parameters():

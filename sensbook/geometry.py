@@ -29,8 +29,8 @@ import torch
 
 from .adapters import Classifier
 from .boolean import check_n, check_real, check_strings, index_to_strings
+from .labels import ACCEPT, REJECT, classify
 from .model import Recognizer, blowup, positional_features
-from .profile import ACCEPT, REJECT, classify
 from .settings import progress as _progress
 
 __all__ = [
@@ -99,13 +99,22 @@ def _check_pos(name, v, allow_zero=False):
 
 # ---- Lemma 3.2 -----------------------------------------------------------------------
 def blowup_bound(eps: float, L: int) -> float:
-    """Lemma 3.2 for this model: beta^L <= (1 + 1/sqrt(eps))^(2L) for every theta, x and
-    N.
+    r"""Lemma 3.2 for this model: :math:`\beta^L \le (1 + 1/\sqrt{\varepsilon})^{2L}` for
+    every :math:`\theta`, x and N.
 
-    Each layer norm has z = 1/sqrt(var + eps) <= 1/sqrt(eps), and the model has 2L of
-    them (post-LN after attention and after the feed-forward block), so the product of
-    the 2L factors max_n (1 + z_n) is at most (1 + 1/sqrt(eps))^(2L). ``eps = 0`` gives
-    +inf.
+    Parameters
+    ----------
+    eps : float
+        The layer norms' :math:`\varepsilon \ge 0`; 0 gives +inf.
+    L : int
+        The number of layers.
+
+    Notes
+    -----
+    Each layer norm has :math:`z = 1/\sqrt{\mathrm{var} + \varepsilon} \le 1/\sqrt{\varepsilon}`,
+    and the model has 2L of them (post-LN after attention and after the feed-forward block),
+    so the product of the 2L factors :math:`\max_n (1 + z_n)` is at most
+    :math:`(1 + 1/\sqrt{\varepsilon})^{2L}`.
     """
     eps = _check_pos("eps", eps, allow_zero=True)
     L = _check_int("L", L)
@@ -174,13 +183,30 @@ def with_flips(x: torch.Tensor, bits: torch.Tensor) -> torch.Tensor:
 def flip_influence(
     model: Classifier, x: torch.Tensor, bits=None, *, chunk: int = 64
 ) -> torch.Tensor:
-    """``|T(theta, x) - T(theta, x xor e_i)|`` for each model, string and bit: shape (P, B,
-    k).
+    r"""The change of the score under one flip, :math:`|T(\theta, x) - T(\theta, x \oplus e_i)|`
+    for each model, string and bit.
 
-    Lemma 2.9 bounds it by C beta(x) beta(x xor e_i) / N; with eps > 0 the blowups are
-    bounded (Lemma 3.2) so it is O(1/N) (Cor. 3.3). ``bits``: positions (default all N);
-    strings are evaluated ``chunk`` at a time (each with its k flips). ``model``: a
-    Recognizer or any classifier returning scores (B,) or (P, B) (P = 1 for a single model).
+    Parameters
+    ----------
+    model : callable
+        A :class:`sensbook.Recognizer` or any classifier returning scores ``(B,)`` or ``(P, B)``.
+    x : torch.Tensor
+        0/1 strings ``(B, N)``.
+    bits : sequence of int, optional
+        The 1-based positions flipped (default all N).
+    chunk : int
+        Strings evaluated at a time, each with its flips.
+
+    Returns
+    -------
+    torch.Tensor
+        Shape ``(P, B, k)`` for ``k`` positions (P = 1 for a single model).
+
+    Notes
+    -----
+    Lemma 2.9 bounds it by :math:`C \beta(x) \beta(x \oplus e_i) / N`; with
+    :math:`\varepsilon > 0` the blowups are bounded (Lemma 3.2), so it is :math:`O(1/N)`
+    (Cor. 3.3).
     """
     x = torch.as_tensor(x).float()
     if x.dim() != 2:
@@ -200,10 +226,21 @@ def flip_influence(
 def output_table(
     model: Classifier, N: int, *, chunk: int | None = None
 ) -> torch.Tensor:
-    """T(theta, x) on all 2^N strings, in index order: shape (P, 2^N); N <= 20.
+    r""":math:`T(\theta, x)` on all :math:`2^N` strings, in index order.
 
-    ``chunk`` strings per call (default: about 256 MB of activations, by the model's
-    ``memory_per_string``). Any classifier returning scores (B,) or (P, B) (P = 1).
+    Parameters
+    ----------
+    model : callable
+        Any classifier returning scores ``(B,)`` or ``(P, B)``.
+    N : int
+        The string length, at most 20.
+    chunk : int, optional
+        Strings per call (default: about 256 MB of activations, by ``memory_per_string``).
+
+    Returns
+    -------
+    torch.Tensor
+        Shape ``(P, 2**N)`` (P = 1 for a single model).
     """
     N = check_n(N, maximum=20)
     if chunk is None:
@@ -220,11 +257,22 @@ def output_table(
 def exhaustive_influence(
     model: Classifier, N: int, *, table: torch.Tensor | None = None
 ) -> torch.Tensor:
-    """max over all 2^N strings x and all N bits i of ``|T(x) - T(x xor e_i)|``: shape (P,).
+    r"""The largest change of the score under one flip, over all strings and bits.
 
-    Computed from the table of T on all strings (:func:`output_table`, or ``table`` if
-    given): the flipped string of index j has index j XOR 2^i, so each string is
-    evaluated once.
+    Parameters
+    ----------
+    model : callable
+        Any classifier returning scores ``(B,)`` or ``(P, B)``.
+    N : int
+        The string length.
+    table : torch.Tensor, optional
+        Its :func:`output_table`, if already computed.
+
+    Returns
+    -------
+    torch.Tensor
+        Shape ``(P,)``: :math:`\max_{x, i} |T(x) - T(x \oplus e_i)|`, each string evaluated
+        once (the flip of index ``j`` is index ``j ^ (1 << i)``).
     """
     T = output_table(model, N) if table is None else table
     N = T.shape[-1].bit_length() - 1
@@ -286,12 +334,17 @@ def recognition(
 
 
 def distinct_functions(table: torch.Tensor) -> int:
-    """The number of distinct Boolean functions among the fully decided rows of a label
-    table.
+    r"""The number of distinct Boolean functions among the fully decided rows of a label table.
 
-    ``table``: (P, 2^N) labels (0/1 decided, negative = undecided or non-finite). Rows
-    with any undecided or non-finite entry do not recognise a function and are ignored
-    (Prop. 3.5 counts functions recognised with margin xi).
+    Parameters
+    ----------
+    table : torch.Tensor
+        Labels ``(P, 2**N)``: 0/1 decided, negative undecided or non-finite.
+
+    Notes
+    -----
+    Rows with any undecided or non-finite entry do not recognise a function and are ignored
+    (Prop. 3.5 counts functions recognised with margin :math:`\xi`).
     """
     if not isinstance(table, torch.Tensor) or table.dim() != 2:
         raise ValueError("table must be a (P, 2^N) tensor of labels")

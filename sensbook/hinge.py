@@ -24,9 +24,10 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from .boolean import check_memory_mb
 from .geometry import ascend_in_box, check_bits, with_flips
+from .labels import ACCEPT, REJECT, classify
 from .model import Recognizer
-from .profile import ACCEPT, REJECT, check_memory_mb, classify
 from .settings import progress
 
 __all__ = ["flip_hinge", "lemma29_ratio", "lemma29_slope", "flip_sensitivity",
@@ -160,10 +161,23 @@ def lemma29_slope(n_dT, beta_pair, *, q: float | None = None, bins: int = 10,
 
 
 def flip_sensitivity(T, T_flip, margin: float = 0.0) -> torch.Tensor:
-    """How many of the flipped bits change the label of x (Cor. 4.3's k bits): (P, B).
+    r"""How many of the flipped bits change the label of x (Cor. 4.3's k bits).
 
-    Labels with margin ``margin`` (:func:`sensbook.classify`): a flip counts when x and
-    x xor e_i are both decided and differ. NaN outputs are an error, never a label."""
+    Parameters
+    ----------
+    T : torch.Tensor
+        Scores of the strings, ``(P, B)``.
+    T_flip : torch.Tensor
+        Scores of their flips, ``(P, B, k)`` (e.g. ``sensbook.geometry.with_flips``).
+    margin : float
+        The margin the labels are read with (:func:`sensbook.classify`).
+
+    Returns
+    -------
+    torch.Tensor
+        Shape ``(P, B)``: a flip counts when :math:`x` and :math:`x \oplus e_i` are both
+        decided and differ. NaN outputs are an error, never a label.
+    """
     T, T_flip = torch.as_tensor(T), torch.as_tensor(T_flip)
     if torch.isnan(T).any() or torch.isnan(T_flip).any():
         raise ValueError("T holds NaN: a zero-variance layer norm at eps = 0")
@@ -209,15 +223,42 @@ def maximise_influence(model: Recognizer, x, bits, *, steps: int = 150,
 
 def converged_influence(make, x, bits, *, steps: int, cap: int, lr: tuple = (0.5, 0.01),
                         box: float = 1.0, tol: float = 0.1) -> dict:
-    """``sensbook.hinge.maximise_influence`` run to convergence: from the same starts (``make()`` builds
-    them afresh, a :class:`~sensbook.Recognizer` population) with ``steps``, 2 ``steps``,
-    4 ``steps``, ... until doubling the step count changes the best flip (the largest over the
-    starts of their start and end values: every theta evaluated is a lower bound on the worst
-    case) by less than ``tol`` of the larger of the two, or until the next doubling would pass
-    ``cap``: then the cell is *censored* (``converged`` False) and must not be read as the worst
-    case. Returns ``steps`` (the step counts run), ``start`` (P,), ``ends`` (one (P,) array per
-    step count), ``best`` (one float per step count), ``converged`` and ``model`` (the last
-    run's end points)."""
+    r"""``sensbook.hinge.maximise_influence`` run to convergence, doubling its steps.
+
+    Parameters
+    ----------
+    make : callable
+        ``make()`` builds the starts afresh, a :class:`~sensbook.Recognizer` population.
+    x : torch.Tensor
+        The one string, ``(1, N)``.
+    bits : sequence of int
+        The 1-based positions whose flips are maximised.
+    steps : int
+        The first run's step count.
+    cap : int
+        The largest step count allowed, at least ``2 steps``.
+    lr : tuple of float
+        Adam's step size, decaying geometrically from ``lr[0]`` to ``lr[1]``.
+    box : float
+        Parameters stay in :math:`[-\mathrm{box}, \mathrm{box}]^M`.
+    tol : float
+        The relative change below which a doubling has converged, in (0, 1).
+
+    Returns
+    -------
+    dict
+        ``steps`` (the step counts run), ``start`` ``(P,)``, ``ends`` (one ``(P,)`` array per
+        step count), ``best`` (one float per step count), ``converged`` and ``model`` (the
+        last run's end points).
+
+    Notes
+    -----
+    From the same starts with ``steps``, ``2 steps``, ``4 steps``, ... until doubling the step
+    count changes the best flip (the largest over the starts of their start and end values:
+    every :math:`\theta` evaluated is a lower bound on the worst case) by less than ``tol`` of
+    the larger of the two, or until the next doubling would pass ``cap``: then the cell is
+    *censored* (``converged`` False) and must not be read as the worst case.
+    """
     steps, cap = (int(v) for v in (steps, cap))
     if steps < 1 or cap < 2 * steps:
         raise ValueError(f"steps must be >= 1 and cap >= 2 steps (one doubling), got steps={steps}, "

@@ -1,12 +1,12 @@
-"""What a recognizer uses to decide, read at the eos position over a set of strings.
+r"""What a recognizer uses to decide, read at the eos position over a set of strings.
 
 Theorem 4.5 and Lemma 2.9 name two amplifiers a transformer can use to make one bit move its
 output at large N: a layer norm whose input variance at eos is small (its factor
-1/sqrt(var + eps) large; the blowup beta), and attention scores spread so widely that the eos
+:math:`1/\sqrt{\mathrm{var} + \varepsilon}` large; the blowup :math:`\beta`), and attention scores spread so widely that the eos
 query's softmax puts nearly all its weight on one position (hard attention).
 :func:`eos_mechanism` measures both for every model of a population, from one
 :meth:`~sensbook.model.Recognizer.trace` and one
-:meth:`~sensbook.model.Recognizer.eos_attention` over the strings (e.g. all 2^N).
+:meth:`~sensbook.model.Recognizer.eos_attention` over the strings (e.g. all :math:`2^N`).
 """
 from __future__ import annotations
 
@@ -16,19 +16,31 @@ from .model import Recognizer
 
 
 def eos_mechanism(model: Recognizer, x, *, chunk: int = 4096) -> dict:
-    """Per model of ``model`` (a :class:`Recognizer` population of P), over the strings ``x``
-    (B, N), numpy arrays:
+    r"""The layer-norm variances, blowup and attention at eos, per model, over a set of strings.
 
-    * ``var_median``, ``var_min`` (P, 2L): the median and the minimum over strings of the
-      variance of each layer norm's input at eos (layer norm j = 0..2L-1, two per layer, in
-      the order the forward pass applies them; the last is the one T reads);
-    * ``beta_median`` (P,): the median cumulative blowup beta (Lemma 2.9);
-    * ``att_max`` (P, L, H): the median over strings of the eos query's largest attention
-      weight, per layer and head; ``att_where`` (P, L, H): the position it points to most
-      often (0-based: 0 is x_1, N is eos) and ``att_share`` (P, L, H): on what share of the
-      strings it points there.
+    Parameters
+    ----------
+    model : Recognizer
+        A population of P models.
+    x : torch.Tensor
+        0/1 strings ``(B, N)``.
+    chunk : int
+        Strings processed at a time; the statistics are over all of them.
 
-    Strings are processed in blocks of ``chunk``; the statistics are over all of them."""
+    Returns
+    -------
+    dict
+        numpy arrays:
+
+        * ``var_median``, ``var_min`` ``(P, 2L)``: the median and the minimum over strings of
+          the variance of each layer norm's input at eos (layer norm ``j = 0 .. 2L-1``, two
+          per layer, in the order the forward pass applies them; the last is the one T reads);
+        * ``beta_median`` ``(P,)``: the median cumulative blowup :math:`\beta` (Lemma 2.9);
+        * ``att_max`` ``(P, L, H)``: the median over strings of the eos query's largest
+          attention weight, per layer and head; ``att_where`` ``(P, L, H)``: the position it
+          points to most often (0-based: 0 is :math:`x_1`, N is eos) and ``att_share``
+          ``(P, L, H)``: on what share of the strings it points there.
+    """
     if not isinstance(model, Recognizer):
         raise TypeError(f"model must be a Recognizer, got {type(model).__name__}")
     x = torch.as_tensor(x)

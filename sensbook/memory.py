@@ -130,8 +130,25 @@ def callable_bytes(classifier, N: int, dtype=torch.float32, device=None, limit=N
 
 
 def measure_peak_bytes(fn: Callable, *args) -> int:
-    """The peak bytes of the tensors ``fn(*args)`` allocates while they are alive (counted per
-    operation through a dispatch mode, on any device; parameters and inputs not counted)."""
+    """The peak bytes of the tensors ``fn(*args)`` allocates while they are alive.
+
+    Parameters
+    ----------
+    fn : callable
+        The computation to measure, e.g. a classifier.
+    *args
+        Its arguments, e.g. a batch of strings.
+
+    Returns
+    -------
+    int
+        The peak, in bytes, of the tensors alive at once during the call.
+
+    Notes
+    -----
+    Counted per operation through a dispatch mode, on any device; parameters and inputs are
+    not counted.
+    """
     counter = _PeakTensors()
     with counter:
         out = fn(*args)

@@ -1,36 +1,45 @@
-"""The paper's transformer recognizer, for a population of P parameter draws at once.
+r"""The paper's transformer recognizer, for a population of P parameter draws at once.
 
-Input x in {0,1}^N, then an end token ``eos`` at position N+1. With S = N+1 positions:
+Input :math:`x \in \{0,1\}^N`, then an end token ``eos`` at position :math:`N+1`. With
+:math:`S = N+1` positions:
 
-    y^0_n = E[x_n] + phi(n) P_pos                    embedding + fixed positional features
-    a     = MHA(y^{l-1})                             H heads of softmax attention, scores / sqrt(D/H)
-    u     = LN_eps(y^{l-1} + a)                      post-LN after attention ...
-    y^l   = LN_eps(u + W2 ReLU(W1 u + b1) + b2)      ... and after the feed-forward block
-    T     = w . y^L_{N+1} + omega                    scalar output read at eos
+.. math::
 
-    LN_eps(d) = (d - mean(d)) / sqrt(var(d) + eps),  var over the D coordinates
+    \begin{aligned}
+    y^0_n &= E[x_n] + \phi(n) P_{pos} && \text{embedding + fixed positional features}\\
+    a &= \mathrm{MHA}(y^{l-1})
+        && \text{$H$ heads of softmax attention, scores} / \sqrt{D/H}\\
+    u &= \mathrm{LN}_\varepsilon(y^{l-1} + a) && \text{post-LN after attention ...}\\
+    y^l &= \mathrm{LN}_\varepsilon(u + W_2 \mathrm{ReLU}(W_1 u + b_1) + b_2)
+        && \text{... and after the feed-forward block}\\
+    T &= w \cdot y^L_{N+1} + \omega && \text{scalar output read at eos}\\
+    \mathrm{LN}_\varepsilon(d) &= (d - \mathrm{mean}(d)) / \sqrt{\mathrm{var}(d) + \varepsilon}
+        && \text{var over the $D$ coordinates}
+    \end{aligned}
 
-Accept when T >= xi, reject when T <= -xi (see :func:`sensbook.classify`).
+Accept when :math:`T \ge \xi`, reject when :math:`T \le -\xi` (see :func:`sensbook.classify`).
 
 The modelling CHOICES (``paper-notes.md``), each made here once:
 
 * **Layer norm**: post-LN after every sublayer (two per layer), as in Chiang & Cholak (2022),
   whose exact PARITY/FIRST transformers this model holds; no learnable gain or bias (a gain
   would be absorbed by the next affine map). All 2L layer norms count in the blowup.
-* **eps = 0** on a zero-variance input: LN_0 is undefined there; we let IEEE arithmetic say so
-  (0 * inf = NaN). The coefficient z = 1/sqrt(var + eps) is +inf and so is the blowup. T is
+* :math:`\varepsilon = 0` **on a zero-variance input**: :math:`\mathrm{LN}_0` is undefined
+  there; we let IEEE arithmetic say so (``0 * inf = NaN``). The coefficient
+  :math:`z = 1/\sqrt{\mathrm{var} + \varepsilon}` is +inf and so is the blowup. T is
   NaN, and the profiler counts that string as *non-finite*, never as a class, whenever the NaN
   reaches the eos output: a zero-variance layer norm at eos, or at any position of a layer
   below the last (attention spreads it to every position). A zero-variance layer norm only at
   non-eos positions of the last layer (e.g. L = 1) never reaches T: T is finite and decided
   while the blowup is +inf (:meth:`sensbook.Recognizer.trace`).
-* **Positional features** phi(n) = (n/(N+1), (-1)^n, 1[n=1]), bounded in n, mapped to R^D by a
-  learned 3 x D matrix: the features the constructions use. ``mark_first=False`` (an ablation,
-  chapters 2, 3 and 6) sets the third feature to 0 at every position: no position is marked.
+* **Positional features** :math:`\phi(n) = (n/(N+1), (-1)^n, 1[n=1])`, bounded in n, mapped
+  to :math:`\mathbb{R}^D` by a learned 3 x D matrix: the features the constructions use.
+  ``mark_first=False`` (an ablation, chapters 2, 3 and 6) sets the third feature to 0 at every
+  position: no position is marked.
 * **Heads** H with d_head = D/H; attention and FFN have biases; FFN width F (default 4D).
 
-Shapes: every parameter carries a leading population axis P; ``x`` is (B, N) (the same strings
-for every model) or (P, B, N); the output is (P, B).
+Shapes: every parameter carries a leading population axis P; ``x`` is ``(B, N)`` (the same
+strings for every model) or ``(P, B, N)``; the output is ``(P, B)``.
 """
 from __future__ import annotations
 
@@ -84,12 +93,22 @@ def num_parameters(D: int, L: int, H: int = 1, F: int | None = None) -> int:
 
 @dataclass
 class Trace:
-    """The internals the theory talks about, for each model and string (shapes (P, B, ...)).
+    r"""The internals the theory talks about, for each model and string.
 
-    ``variances[..., j, n]``: var of the input of layer norm j (j = 0..2L-1, two per layer)
-    at position n; ``z = 1/sqrt(var + eps)``; ``tau[..., j] = max_n (1 + z)`` (per-LN blowup);
-    ``beta = prod_j tau[..., j]`` (cumulative blowup, Lemma 2.9); ``inputs`` (optional) the LN
-    inputs themselves, shape (P, B, 2L, N+1, D).
+    Parameters
+    ----------
+    variances : torch.Tensor
+        Shape ``(P, B, 2L, N+1)``: ``variances[..., j, n]`` is the variance of the input of
+        layer norm ``j`` (``j = 0 .. 2L-1``, two per layer) at position ``n``.
+    z : torch.Tensor
+        The layer-norm coefficients :math:`z = 1/\sqrt{\mathrm{var} + \varepsilon}`, the shape
+        of ``variances``.
+    tau : torch.Tensor
+        Shape ``(P, B, 2L)``: the per-layer-norm blowup :math:`\tau_j = \max_n (1 + z_{j,n})`.
+    beta : torch.Tensor
+        Shape ``(P, B)``: the cumulative blowup :math:`\beta = \prod_j \tau_j` of Lemma 2.9.
+    inputs : torch.Tensor or None
+        The layer-norm inputs themselves, shape ``(P, B, 2L, N+1, D)``, when asked for.
     """
 
     variances: torch.Tensor
@@ -136,11 +155,26 @@ class ScoreModule(nn.Module):
 
 
 class Recognizer(ScoreModule):
-    """P independent transformer recognizers (:mod:`sensbook.model` gives the equations).
+    r"""P independent transformer recognizers (:mod:`sensbook.model` gives the equations).
 
-    Build a random population with :meth:`random`, or explicit parameters with
-    :meth:`from_parameters`. ``model(x)`` gives T of shape (P, B); :meth:`trace` also returns
-    layer-norm variances and blowups.
+    Parameters
+    ----------
+    P, D, L, H : int
+        Models (the population axis), width (>= 2, divisible by H), layers, heads a layer.
+    F : int, optional
+        The feed-forward width (default ``4 D``).
+    eps : float
+        The layer norms' :math:`\varepsilon \ge 0`.
+    mark_first : bool
+        Whether the positional feature ``1[n=1]`` is on (False: its ablation).
+    device, dtype : optional
+        Where the parameters live, and their floating dtype (default float32).
+
+    Notes
+    -----
+    The constructor makes zero parameters: build a random population with :meth:`random`, or
+    explicit parameters with :meth:`from_parameters`. ``model(x)`` gives T of shape
+    ``(P, B)``; :meth:`trace` also returns layer-norm variances and blowups.
     """
 
     def __init__(self, P: int = 1, D: int = 16, L: int = 2, H: int = 1, F: int | None = None,
@@ -195,12 +229,29 @@ class Recognizer(ScoreModule):
         return num_parameters(self.D, self.L, self.H, self.F)
 
     def flat(self) -> torch.Tensor:
-        """theta as a (P, M) tensor (a copy), in the fixed order of ``named_parameters``."""
+        r""":math:`\theta` as a ``(P, M)`` tensor (a copy), in the order of ``named_parameters``.
+
+        Returns
+        -------
+        torch.Tensor
+            Shape ``(P, M)``, the model's dtype and device.
+        """
         return torch.cat([p.detach().reshape(self.P, -1) for p in self.parameters()], dim=1)
 
     @torch.no_grad()
     def set_flat(self, theta: torch.Tensor) -> "Recognizer":
-        """Load theta of shape (P, M) (the inverse of :meth:`flat`)."""
+        r"""Load :math:`\theta` (the inverse of :meth:`flat`).
+
+        Parameters
+        ----------
+        theta : torch.Tensor
+            Shape ``(P, M)``, in the order of :meth:`flat`.
+
+        Returns
+        -------
+        Recognizer
+            The model itself.
+        """
         if tuple(theta.shape) != (self.P, self.M):
             raise ValueError(f"theta must have shape (P, M) = {(self.P, self.M)}, got {tuple(theta.shape)}")
         i = 0
@@ -226,12 +277,24 @@ class Recognizer(ScoreModule):
     def from_parameters(cls, params: dict, *, eps: float = 0.0, H: int = 1,
                         mark_first: bool = True, device=None,
                         dtype=torch.float64) -> "Recognizer":
-        """A model from explicit arrays named as in ``named_parameters()`` (P = 1 if unbatched).
+        r"""A model from explicit arrays named as in ``named_parameters()``.
 
-        Keys: ``tok`` (3, D), ``pos`` (3, D), ``layers.{l}.{Wq,Wk,Wv,Wo}`` (D, D) (x @ W
-        convention), ``layers.{l}.{bq,bk,bv,bo,b2}`` (D,), ``layers.{l}.W1`` (D, F),
-        ``layers.{l}.b1`` (F,), ``layers.{l}.W2`` (F, D), ``w`` (D,), ``omega`` (). Missing
-        keys are zero; unknown keys or wrong shapes are errors.
+        Parameters
+        ----------
+        params : dict
+            Arrays by name, each with a leading population axis P or none (then P = 1), see
+            Notes; ``D``, ``L`` and ``F`` are read from their shapes.
+        eps, H, mark_first
+            As for :class:`Recognizer`.
+        device, dtype : optional
+            Where the parameters live, and their floating dtype (default float64).
+
+        Notes
+        -----
+        Keys: ``tok`` ``(3, D)``, ``pos`` ``(3, D)``, ``layers.{l}.{Wq,Wk,Wv,Wo}`` ``(D, D)``
+        (``x @ W`` convention), ``layers.{l}.{bq,bk,bv,bo,b2}`` ``(D,)``, ``layers.{l}.W1``
+        ``(D, F)``, ``layers.{l}.b1`` ``(F,)``, ``layers.{l}.W2`` ``(F, D)``, ``w`` ``(D,)``,
+        ``omega`` ``()``. Missing keys are zero; unknown keys or wrong shapes are errors.
         """
         if not isinstance(params, dict) or "tok" not in params:
             got = sorted(params) if isinstance(params, dict) else type(params).__name__
@@ -261,12 +324,28 @@ class Recognizer(ScoreModule):
     def random(cls, P: int = 1, D: int = 16, L: int = 2, H: int = 1, F: int | None = None,
                eps: float = 0.0, *, init: str = "uniform", scale: float = 1.0, seed: int = 0,
                mark_first: bool = True, device=None, dtype=torch.float32) -> "Recognizer":
-        """P independent random models, seeded (the same seed gives the same models anywhere).
+        r"""P independent random models, seeded (the same seed gives the same models anywhere).
 
-        ``init``: ``uniform`` (every parameter uniform on [-scale, scale]: the theory's box Theta),
-        ``gaussian`` (N(0, scale^2)), ``xavier_uniform`` / ``xavier_normal`` (matrices by fan-in
-        and fan-out, times ``scale``; vectors uniform on +-scale/sqrt(fan_in), so every
-        parameter has a density and none is initialised to an exact constant).
+        Parameters
+        ----------
+        P, D, L, H, F, eps
+            The architecture, as for :class:`Recognizer`.
+        init : {"uniform", "gaussian", "xavier_uniform", "xavier_normal"}
+            The distribution of the parameters, see Notes.
+        scale : float
+            Its scale, > 0.
+        seed : int
+            The seed of the draw.
+        mark_first, device, dtype
+            As for :class:`Recognizer`.
+
+        Notes
+        -----
+        ``uniform``: every parameter uniform on ``[-scale, scale]``, the theory's box
+        :math:`\Theta`; ``gaussian``: :math:`N(0, \mathrm{scale}^2)`; ``xavier_uniform`` /
+        ``xavier_normal``: matrices by fan-in and fan-out, times ``scale``, vectors uniform on
+        :math:`\pm \mathrm{scale}/\sqrt{\mathrm{fan_{in}}}`, so every parameter has a density
+        and none is initialised to an exact constant.
         """
         if init not in INITS:
             raise ValueError(f"init={init!r} is unknown; allowed: {', '.join(INITS)}")
@@ -420,8 +499,22 @@ class Recognizer(ScoreModule):
 
     @torch.no_grad()
     def trace(self, x, *, inputs: bool = False):
-        """(T, :class:`Trace`): the output with layer-norm variances, z, tau and beta.
+        """The output with layer-norm variances, z, tau and beta.
 
+        Parameters
+        ----------
+        x : torch.Tensor
+            0/1 strings ``(B, N)`` (the same for every model) or ``(P, B, N)``.
+        inputs : bool
+            Also keep the layer-norm inputs (``Trace.inputs``).
+
+        Returns
+        -------
+        tuple
+            ``(T, trace)``: the scores ``(P, B)`` and a :class:`Trace`.
+
+        Notes
+        -----
         After a zero-variance layer norm at eps = 0 the activations it produces are NaN and that
         string's beta is +inf (one factor is infinite). T is NaN when the NaN reaches eos: the
         zero-variance layer norm is at eos, or in a layer below the last (attention then mixes
@@ -447,9 +540,20 @@ class Recognizer(ScoreModule):
         return s, torch.softmax(s, -1)
 
     def memory_per_string(self, N: int) -> int:
-        """Bytes of activations per input string (all P models) at the forward's peak: a bound
-        used to size profiler chunks (a few (S, D)-sized tensors, the (S, F) FFN hidden layer,
-        the (S, 3D) projections and the (H, S, S) attention weights)."""
+        """Bytes of activations per input string (all P models) at the forward's peak.
+
+        Parameters
+        ----------
+        N : int
+            The string length.
+
+        Returns
+        -------
+        int
+            A bound used to size profiler chunks: a few ``(S, D)``-sized tensors, the
+            ``(S, F)`` FFN hidden layer, the ``(S, 3D)`` projections and the ``(H, S, S)``
+            attention weights, ``S = N + 1``.
+        """
         S = N + 1
         per = self.P * S * (12 * self.D + 2 * self.F + 2 * self.H * S)
         return per * torch.finfo(self.dtype).bits // 8
@@ -461,14 +565,30 @@ class Recognizer(ScoreModule):
 
 
 def blowup(model: Recognizer, x) -> torch.Tensor:
-    """Cumulative blowup beta^L(theta, x) = prod over layer norms of max_n (1 + z_n): (P, B).
+    r"""The cumulative blowup :math:`\beta^L(\theta, x) = \prod_j \max_n (1 + z_{j,n})`
+    over the layer norms.
 
-    Lemma 2.9: flipping one bit moves T by at most C beta(x) beta(x xor e_n) / N. Lemma 3.2:
-    for eps > 0, beta <= (1 + 1/sqrt(eps))^(2L) here (2L layer norms).
+    Parameters
+    ----------
+    model : Recognizer
+        The population.
+    x : torch.Tensor
+        0/1 strings ``(B, N)`` or ``(P, B, N)``.
+
+    Returns
+    -------
+    torch.Tensor
+        Shape ``(P, B)``; +inf where a layer norm at :math:`\varepsilon = 0` has zero variance.
+
+    Notes
+    -----
+    Lemma 2.9: flipping one bit moves T by at most :math:`C \beta(x) \beta(x \oplus e_n) / N`.
+    Lemma 3.2: for :math:`\varepsilon > 0`, :math:`\beta \le (1 + 1/\sqrt{\varepsilon})^{2L}`
+    here (2L layer norms).
 
     Time: quadratic in N; on one CPU thread about 1.6 s per string at N = 16,000 for a model of
-    D = 12, L = 2, H = 1, so about a minute per string at N = 10^5 (times P, L, H). From
-    N = ``LONG_N`` (10^5) on, the strings go one at a time behind a progress bar.
+    D = 12, L = 2, H = 1, so about a minute per string at :math:`N = 10^5` (times P, L, H).
+    From N = ``LONG_N`` (:math:`10^5`) on, the strings go one at a time behind a progress bar.
     """
     if not isinstance(model, Recognizer):
         raise ValueError(f"model must be a sensbook.Recognizer, got {type(model).__name__}: the "

@@ -55,6 +55,32 @@ LIVE_NOTE = ("These controls compute a fresh result at each setting: they are li
              "setting.")
 
 
+def text_table(head, rows, fmts) -> str:
+    """Rows as aligned text, for a chapter's printed verdicts and numbers (no list reprs).
+
+    Parameters
+    ----------
+    head : sequence of str
+        The column titles.
+    rows : iterable of sequences
+        One sequence of values per row, one value per column.
+    fmts : sequence of str
+        One format spec per column (``".3g"``, ``"d"``; ``"s"`` for a text column).
+
+    Returns
+    -------
+    str
+        The title line, then one line per row; every column right-aligned to its widest entry
+        and separated by two spaces.
+    """
+    cells = [[format(v, f) for v, f in zip(r, fmts)] for r in rows]
+    if any(len(c) != len(head) for c in cells) or len(fmts) != len(head):
+        raise ValueError(f"text_table: every row and fmts need {len(head)} entries (one per column)")
+    w = [max(len(h), *(len(c[j]) for c in cells)) for j, h in enumerate(head)]
+    line = lambda cs: "  ".join(c.rjust(k) for c, k in zip(cs, w))
+    return "\n".join([line(head)] + [line(c) for c in cells])
+
+
 def use_style() -> None:
     """Apply :data:`STYLE` to matplotlib (what the banner of every notebook does)."""
     import matplotlib

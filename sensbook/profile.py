@@ -1,25 +1,25 @@
-"""The sensitivity profiler: one entry point for any batched Boolean classifier.
+r"""The sensitivity profiler: one entry point for any batched Boolean classifier.
 
-A *classifier* is any callable mapping strings of shape (B, N) (0/1 floats) to either
+A *classifier* is any callable mapping strings of shape ``(B, N)`` (0/1 floats) to either
 
-* a bool (or 0/1 integer) tensor of shape (B,) or (*pop, B): decided labels; or
-* a real tensor of the same shapes: scores T, read with a margin xi >= 0 as in the paper's
-  recognizers: accept when T >= xi (and T > 0), reject when T <= -xi (and T < 0), otherwise
-  **undecided**; NaN/inf scores are **non-finite**.
+* a bool (or 0/1 integer) tensor of shape ``(B,)`` or ``(*pop, B)``: decided labels; or
+* a real tensor of the same shapes: scores T, read with a margin :math:`\xi \ge 0` as in the
+  paper's recognizers (:mod:`sensbook.labels`): accept when :math:`T \ge \xi` (and T > 0),
+  reject when :math:`T \le -\xi` (and T < 0), otherwise **undecided**; NaN/inf scores are
+  **non-finite**.
 
 ``*pop`` are leading population axes (P independent models evaluated together, as
 :class:`sensbook.Recognizer` does). Undecided and non-finite strings are never counted as a
 class: they are reported separately, and so are decided strings whose sensitivity is unknown
 because some Hamming neighbour is undecided or non-finite ("incomplete").
 
-Exhaustive profiles (N <= 24) evaluate each of the 2^N strings once, in chunks sized to a memory
-budget, and find neighbours by XOR on the string index. Sampled profiles (any N) draw uniform
-strings and evaluate each with its N neighbours, giving unbiased estimates of K_k / 2^N with
-Wilson intervals (:meth:`sensbook.Profile.interval`).
+Exhaustive profiles (N <= 24) evaluate each of the :math:`2^N` strings once, in chunks sized to
+a memory budget, and find neighbours by XOR on the string index. Sampled profiles (any N) draw
+uniform strings and evaluate each with its N neighbours, giving unbiased estimates of
+:math:`K_k / 2^N` with Wilson intervals (:meth:`sensbook.Profile.interval`).
 """
 from __future__ import annotations
 
-import math
 import os
 import warnings
 
@@ -30,124 +30,11 @@ from .adapters import (Classifier, SklearnClassifier, TorchClassifier, check_mod
                        check_repeatable, explain_call, explain_output, repeat_needed)
 from .adapters import ADAPTERS, callable_bytes, trim_memory, user_stacklevel
 from .boolean import (MAX_EXHAUSTIVE_N, MAX_MEMORY_MB, _check_positions, _positions, check_int,
-                      check_memory_mb, check_n, check_real, check_seed, index_to_strings)
+                      check_memory_mb, check_n, check_seed, index_to_strings)
 from .profiles import Profile, provenance
+from .labels import ACCEPT, NONFINITE, UNDECIDED, _check_margin, _FloatLabels, classify
+from .labels import LABELS, REJECT, ROUNDING_ULPS, rounding_margin  # noqa: F401  (were here)
 from .settings import check_device, default_memory_mb, progress as _progress
-
-REJECT, ACCEPT, UNDECIDED, NONFINITE = 0, 1, -1, -2
-LABELS = (NONFINITE, UNDECIDED, REJECT, ACCEPT)
-
-#: Units in the last place of the output's dtype that ``margin="auto"`` treats as "could be
-#: rounding": strings with |T| below ``ROUNDING_ULPS * finfo(dtype).eps`` are undecided.
-ROUNDING_ULPS = 1024
-
-
-def rounding_margin(dtype) -> float:
-    """The dtype-aware tolerance of ``margin="auto"``: ``ROUNDING_ULPS * finfo(dtype).eps``
-    (float32: 1.2e-4, float64: 2.3e-13). A heuristic, not a bound: an output this close to 0
-    could take either sign under a different summation order, so it is reported undecided."""
-    if not (isinstance(dtype, torch.dtype) and dtype.is_floating_point):
-        raise ValueError(f"dtype must be a floating torch dtype, got {dtype!r}")
-    eps = torch.finfo(dtype).eps
-    if eps > 1e-6:
-        raise ValueError(
-            f"margin='auto' is not defined for {dtype} outputs: {ROUNDING_ULPS} ulps of "
-            f"{dtype} is {ROUNDING_ULPS * eps:g}, a fixed threshold whatever the output's scale "
-            "(in float16 it left most strings undecided). Pass an explicit margin on the scale "
-            "of your scores (e.g. margin=1e-3 * typical |T|), or return float32 scores")
-    return ROUNDING_ULPS * eps
-
-
-def classify(out: torch.Tensor, margin: float | str = 0.0) -> torch.Tensor:
-    """Labels (int8) from a classifier's output: 0/1, UNDECIDED (-1) or NONFINITE (-2).
-
-    ``out``: bool or 0/1 integer labels, or real scores T. Scores are read with ``margin`` xi:
-    accept when T > 0 and T >= xi, reject when T < 0 and T <= -xi, else undecided. The
-    default xi = 0 decides every nonzero T by its sign, including a float32 T within rounding
-    of 0 that another summation order (device, chunk, dtype) could flip; ``margin="auto"``
-    uses :func:`rounding_margin` of the output's dtype, so such strings are reported undecided.
-    A float output whose values are only 0.0 and 1.0 is refused (labels written as floats
-    would be read as scores, 0.0 = undecided): return a bool tensor for labels. The profilers
-    apply this check to everything a classifier returns over all its calls, not to one call.
-    """
-    if not isinstance(out, torch.Tensor):
-        raise TypeError(f"out must be a torch.Tensor of labels or scores, got {type(out).__name__}")
-    if out.is_complex():
-        raise ValueError(f"the classifier output is complex ({out.dtype}); return real scores T "
-                         "or bool labels")
-    if out.dtype == torch.bool:
-        return out.to(torch.int8)
-    if not out.is_floating_point():
-        if out.numel() and not ((out == 0) | (out == 1)).all():
-            raise ValueError("an integer classifier output must be 0/1; use a float output for scores")
-        return out.to(torch.int8)
-    margin = _check_margin(margin, out.dtype)
-    if out.numel() > 1 and bool((out == 1).any()) and bool((out == 0).any()) \
-            and bool(((out == 0) | (out == 1) | ~torch.isfinite(out)).all()):   # NaN aside
-        raise ValueError(_FLOAT_LABELS)
-    lab = torch.full(out.shape, UNDECIDED, dtype=torch.int8, device=out.device)
-    lab.masked_fill_((out > 0) & (out >= margin), ACCEPT)         # masked_fill_: no host sync
-    lab.masked_fill_((out < 0) & (out <= -margin), REJECT)
-    lab.masked_fill_(~torch.isfinite(out), NONFINITE)
-    return lab
-
-
-_FLOAT_LABELS = (
-    "the classifier returned float values that are all 0.0 or 1.0 (NaN and inf aside): "
-    "these look like labels, but a float output is read as scores T (0.0 = undecided). "
-    "Return labels as a bool tensor (e.g. `(x.sum(-1) % 2) == 1` or `out.bool()`), or scores T "
-    "whose sign is the label (e.g. `2 * out - 1`)")
-
-
-class _FloatLabels:
-    """Labels written as floats, seen across all the calls of one profile: a float output
-    whose finite values, over every call, are only 0.0 and 1.0 (both) is refused (a NaN or an
-    inf does not hide them), whatever values one
-    call (one chunk of strings) happens to hold; :func:`classify` checks a single output."""
-
-    def __init__(self):
-        self.only01, self.zero, self.one = True, False, False
-        self.lo, self.hi = math.inf, -math.inf
-
-    def see(self, out: torch.Tensor):
-        if out.is_floating_point() and out.numel():
-            lo, hi = (float(v) for v in torch.aminmax(out))
-            if not (math.isfinite(lo) and math.isfinite(hi)):     # rare: NaN/inf outputs
-                finite = out[torch.isfinite(out)]
-                lo, hi = (float(v) for v in torch.aminmax(finite)) if finite.numel() else (0, 0)
-            self.lo, self.hi = min(self.lo, lo), max(self.hi, hi)
-        if not self.only01:
-            return
-        if not out.is_floating_point() or not bool(((out == 0) | (out == 1)
-                                                    | ~torch.isfinite(out)).all()):
-            self.only01 = False
-            return
-        self.zero = self.zero or bool((out == 0).any())
-        self.one = self.one or bool((out == 1).any())
-
-    def check(self, classifier):
-        if self.only01 and self.zero and self.one:
-            raise ValueError(_FLOAT_LABELS)
-        if 0 <= self.lo and 0 < self.hi <= 1 and not getattr(classifier, "returns_scores", False):
-            warnings.warn(_PROBABILITIES.format(lo=self.lo, hi=self.hi),
-                          stacklevel=user_stacklevel())
-
-
-_PROBABILITIES = (
-    "every score the classifier returned lies in [{lo:.3g}, {hi:.3g}], inside [0, 1], so every "
-    "string with a nonzero score is accepted: the sign of a score is its label. If these are "
-    "probabilities (softmax, sigmoid, predict_proba), subtract the threshold (`p - 0.5`), return "
-    "logits, or use sb.TorchClassifier(model, output='probability') / sb.SklearnClassifier(est)")
-
-
-def _check_margin(margin, dtype=None):
-    """A margin: a finite real >= 0, or "auto" (resolved by ``dtype`` when given)."""
-    if isinstance(margin, str):
-        if margin != "auto":
-            raise ValueError(f"margin must be a finite number >= 0 or 'auto', got {margin!r}")
-        return margin if dtype is None else rounding_margin(dtype)
-    return check_real(margin, "margin", minimum=0)
-
 
 INT_INPUTS = (torch.int64, torch.int32)         # input dtypes for 0/1 ids
 
@@ -298,13 +185,39 @@ def _evaluate(classifier, x, margin, B, labels: _FloatLabels | None = None, repe
 def truth_table(classifier: Classifier, N: int, *, margin: float | str = 0.0, device=None,
                 dtype=None, memory_mb: float | None = None, chunk_size: int | None = None,
                 progress: bool = True):
-    """Labels of the classifier on all 2^N strings: int8 tensor ``(*pop, 2^N)``.
+    """Labels of the classifier on all :math:`2^N` strings.
 
-    Entry ``index`` is the label of the string with that index (see :mod:`sensbook.boolean`):
-    0 reject, 1 accept, -1 undecided, -2 non-finite. Memory: the table (one byte per string
-    and model) plus at most ``memory_mb`` for the classifier calls (by its
-    ``memory_per_string`` estimate; default: ``sensbook.settings.default_memory_mb``); a
-    request that cannot fit is refused before any work.
+    Parameters
+    ----------
+    classifier : callable
+        A batched Boolean classifier, as for :func:`sensitivity_profile`.
+    N : int
+        The string length, 1 to 24.
+    margin : float or "auto"
+        How scores are read (:func:`classify`).
+    device : torch.device or str, optional
+        Where the strings are made (default: the classifier's device, else the CPU).
+    dtype : torch.dtype, optional
+        The strings' dtype (default: the classifier's float dtype, else float32).
+    memory_mb : float, optional
+        MiB the classifier calls may use beyond the table (default:
+        ``sensbook.settings.default_memory_mb``).
+    chunk_size : int, optional
+        Strings a call, instead of the budget's number.
+    progress : bool
+        Show a progress bar.
+
+    Returns
+    -------
+    torch.Tensor
+        int8 of shape ``(*pop, 2**N)``: entry ``i`` is the label of the string of index ``i``
+        (:mod:`sensbook.boolean`): 0 reject, 1 accept, -1 undecided, -2 non-finite.
+
+    Notes
+    -----
+    Memory: the table (one byte per string and model) plus at most ``memory_mb`` for the
+    classifier calls, by its ``memory_per_string`` estimate; a request that cannot fit is
+    refused before any work.
     """
     N = check_n(N, maximum=MAX_EXHAUSTIVE_N)
     margin = _check_margin(margin)
@@ -367,14 +280,30 @@ def _check_table(table):
 
 def profile_from_table(table: torch.Tensor, *, chunk: int = 1 << 16,
                        memory_mb: float | None = None) -> Profile:
-    """The exact profile of a truth table ``(*pop, 2^N)`` of labels from :func:`truth_table`.
+    r"""The exact profile of a truth table of labels from :func:`truth_table`.
 
-    ``table`` must hold labels (bool, or integers in {-2, -1, 0, 1}); scores are refused (use
-    :func:`classify`). Works over aligned blocks of 2^c <= ``chunk`` strings, so extra memory
-    is O(pop x chunk) (about ``TABLE_BYTES`` per string and model; with ``memory_mb`` the block
-    is also capped to fit it). In a block, the neighbour across bit b < c is the other half of
-    a pair of runs of 2^b (a reshape, no index arrays); across bit b >= c it is the aligned
-    block ``start ^ 2^b`` (a slice).
+    Parameters
+    ----------
+    table : torch.Tensor
+        Labels of shape ``(*pop, 2**N)``: bool, or integers in {-2, -1, 0, 1}; scores are
+        refused (use :func:`classify`).
+    chunk : int
+        The largest block of strings worked on at once.
+    memory_mb : float, optional
+        MiB the work may use; caps the block further.
+
+    Returns
+    -------
+    Profile
+        Exact (``exact=True``), with the population axes of ``table``.
+
+    Notes
+    -----
+    Works over aligned blocks of :math:`2^c \le` ``chunk`` strings, so extra memory is
+    ``O(pop x chunk)`` (about ``TABLE_BYTES`` per string and model). In a block, the neighbour
+    across bit :math:`b < c` is the other half of a pair of runs of :math:`2^b` (a reshape, no
+    index arrays); across bit :math:`b \ge c` it is the aligned block ``start ^ 2**b`` (a
+    slice).
     """
     N = _check_table(table)
     size = table.shape[-1]
@@ -446,21 +375,44 @@ def sampled_profile(classifier: Classifier, N: int, n_samples: int, *,
                     progress: bool = True, sampler=None, bits=None) -> Profile:
     """Estimate the profile from ``n_samples`` uniform strings, each evaluated with its N flips.
 
+    Parameters
+    ----------
+    classifier : callable
+        A batched Boolean classifier, as for :func:`sensitivity_profile`.
+    N : int
+        The string length, any.
+    n_samples : int
+        The number of strings drawn.
+    margin : float or "auto"
+        How scores are read (:func:`classify`).
+    seed : int
+        The seed of the draw; the strings depend on it only, never on the chunking.
+    device, dtype, memory_mb, chunk_size, progress
+        As for :func:`truth_table`; ``memory_mb`` bounds the whole run.
+    sampler : callable, optional
+        ``sampler(n, generator)`` returns ``n`` strings ``(n, N)`` of 0/1 from another
+        distribution than the uniform one, e.g. a data set's (see Notes).
+    bits : sequence of int, optional
+        Flip only these 1-based positions (``m`` of them; default all ``N``).
+
+    Returns
+    -------
+    Profile
+        Sampled (``exact=False``); ``counts[..., k]`` counts drawn strings with ``k`` label
+        changes among the flips made (with ``bits``, bins above ``m`` stay 0).
+
+    Notes
+    -----
     Streams: each classifier call evaluates at most ``chunk_size`` (else a budget-sized number
     of) strings, which may be part of one sampled string's N + 1, and only the counts are
     kept, so memory is bounded by ``memory_mb`` whatever N and ``n_samples`` (a request whose
-    single string does not fit is refused at once, with the memory it would need). The
-    strings drawn depend only on ``seed``, never on the chunking.
+    single string does not fit is refused at once, with the memory it would need). With
+    ``bits`` each string costs ``m + 1`` evaluations instead of ``N + 1``.
 
-    ``sampler``: strings from another distribution than the uniform one, e.g. a data set's:
-    a callable ``sampler(n, generator) -> (n, N)`` tensor of 0/1, called with a seeded CPU
-    ``torch.Generator`` (``lambda n, g: data[torch.randint(len(data), (n,), generator=g)]``
-    draws rows of ``data``). The fractions then estimate P(s(x) = k) for x from that
-    distribution, not K_k / 2^N.
-
-    ``bits``: flip only these 1-based positions (m of them; default all N): ``counts[..., k]``
-    counts sampled strings with k label changes among those m flips (bins above m stay 0);
-    each string costs m + 1 evaluations instead of N + 1; the strings drawn are the same.
+    ``sampler`` is called with a seeded CPU ``torch.Generator``:
+    ``lambda n, g: data[torch.randint(len(data), (n,), generator=g)]`` draws rows of
+    ``data``. The fractions then estimate :math:`P(s(x) = k)` for x from that distribution,
+    not :math:`K_k / 2^N`.
     """
     N = check_n(N)
     n_samples = check_int(n_samples, "n_samples", minimum=1)
@@ -528,36 +480,54 @@ def _drawn(sampler, n, N, g) -> torch.Tensor:
 
 def sensitivity_profile(classifier: Classifier, N: int, *, margin: float | str = 0.0,
                         n_samples: int | None = None, **kwargs) -> Profile:
-    """The sensitivity profile K_0..K_N of any batched Boolean classifier at length N.
+    r"""The sensitivity profile :math:`K_0, \dots, K_N` of any batched Boolean classifier.
 
-    The classifier receives strings as a tensor (B, N) of 0/1 in ``dtype`` (default: its own
-    float dtype, else float32; ``torch.long`` for 0/1 ids) on ``device``, and returns, for the B
-    strings, bool labels (True accepts) or real scores T of shape (B,) or (*pop, B) whose
-    **sign is the label**: T > 0 accepts, T < 0 rejects (probabilities need their threshold
-    subtracted; an output all in [0, 1] warns, unless the classifier has
-    ``returns_scores = True``, as sensbook's models do). A ``torch.nn.Module`` that wants token
-    ids, a Hugging Face model or a scikit-learn estimator: wrap it in
-    :class:`sensbook.TorchClassifier` or :class:`sensbook.SklearnClassifier`. A classifier
-    must compute one function: a module in training mode with dropout is refused, and the first
-    chunk is evaluated twice (a function wrapping such a module is refused when labels differ).
+    Parameters
+    ----------
+    classifier : callable
+        Maps 0/1 strings ``(B, N)`` to bool labels (True accepts) or real scores T of shape
+        ``(B,)`` or ``(*pop, B)`` whose sign is the label (:math:`T > 0` accepts). A module
+        that wants token ids, a Hugging Face model or a scikit-learn estimator: wrap it in
+        :class:`sensbook.TorchClassifier` or :class:`sensbook.SklearnClassifier`.
+    N : int
+        The string length: at most 24 for an exhaustive profile, any when sampled.
+    margin : float or "auto"
+        How scores are read (:func:`classify`): 0 (default) decides every nonzero score by its
+        sign, ``"auto"`` leaves outputs within rounding of 0 undecided.
+    n_samples : int, optional
+        None (default): exhaustive over all :math:`2^N` strings; else the number of uniform
+        strings sampled (:func:`sampled_profile`).
+    **kwargs
+        ``device``, ``dtype``, ``memory_mb``, ``chunk_size``, ``progress``
+        (:func:`truth_table`) and, when sampling, ``seed``, ``sampler``, ``bits``.
 
-    Exhaustive over all 2^N strings when ``n_samples`` is None (N <= 24), else sampled from
-    ``n_samples`` uniform strings (any N). ``kwargs``: ``device``, ``dtype``, ``memory_mb``,
-    ``chunk_size``, ``progress`` and, when sampling, ``seed`` and ``sampler`` (strings from
-    another distribution: :func:`sampled_profile`). Definitions: Section 2 of
-    Kövér et al. (2026); s(f, x) = #{i : f(x) != f(x xor e_i)}.
+    Returns
+    -------
+    Profile
+        With the classifier's population axes; ``meta`` records its provenance.
 
-    ``margin`` (default 0: every nonzero score is decided by its sign) or ``"auto"`` (outputs
-    within rounding of 0 for their dtype are undecided: see :func:`classify`). Memory: at most
-    ``memory_mb`` (default 256) beyond the truth table of an exhaustive profile; requests that
-    cannot fit are refused before any work. The chunk of strings per call is sized by the
-    classifier's ``memory_per_string(N)`` (bytes one string of length N costs in a call) when it
-    has one, as the adapters do; without it, by what one call on a probe of a few strings costs,
-    measured (at least 64 (N + 1) bytes a string). The budget bounds what is allocated at once;
-    glibc's ``malloc``, which raises its mmap threshold as large blocks are freed, can keep more
-    resident than that (a fragmented heap): set ``MALLOC_MMAP_THRESHOLD_=131072`` for a resident
-    peak that follows the budget. A profile in which most strings are undecided or non-finite,
-    or none is complete, comes with a warning.
+    Notes
+    -----
+    Definitions: Section 2 of Kövér et al. (2026),
+    :math:`s(f, x) = \#\{i : f(x) \ne f(x \oplus e_i)\}` and
+    :math:`K_k = \#\{x : s(f, x) = k\}`. Undecided and non-finite strings are never counted as
+    a class; a profile in which most strings are undecided or non-finite, or none is complete,
+    comes with a warning.
+
+    The strings arrive as 0/1 in ``dtype`` (default: the classifier's float dtype, else
+    float32) on ``device``. Probabilities need their threshold subtracted (an output all in
+    [0, 1] warns, unless the classifier has ``returns_scores = True``, as sensbook's models
+    do). A classifier must compute one function: a module in training mode with dropout is
+    refused, and the first chunk is evaluated twice (a function wrapping such a module is
+    refused when labels differ).
+
+    Memory: at most ``memory_mb`` (default 256) beyond the truth table of an exhaustive
+    profile; requests that cannot fit are refused before any work. The strings per call are
+    sized by the classifier's ``memory_per_string(N)`` when it has one, as the adapters do;
+    else by what a call on a probe of a few strings costs, measured (at least
+    ``64 (N + 1)`` bytes a string). The budget bounds what is allocated at once; glibc's
+    ``malloc`` can keep more resident (``MALLOC_MMAP_THRESHOLD_=131072`` makes the resident
+    peak follow the budget).
     """
     if n_samples is None:
         if kwargs.get("bits") is not None:
@@ -593,8 +563,26 @@ def sensitivity_profile(classifier: Classifier, N: int, *, margin: float | str =
 
 
 def zero_sensitivity_count(classifier: Classifier, N: int, *, margin: float | str = 0.0, **kwargs) -> torch.Tensor:
-    """K_0(N), the number of strings all of whose neighbours share their label (exact).
+    """:math:`K_0(N)`, the number of strings all of whose neighbours share their label (exact).
 
+    Parameters
+    ----------
+    classifier : callable
+        A batched Boolean classifier, as for :func:`sensitivity_profile`.
+    N : int
+        The string length, 1 to 24.
+    margin : float or "auto"
+        How scores are read (:func:`classify`).
+    **kwargs
+        Passed to :func:`sensitivity_profile`.
+
+    Returns
+    -------
+    torch.Tensor
+        int64, the classifier's population shape.
+
+    Notes
+    -----
     Theorem 4.5 of Kövér et al. (2026) lower-bounds it for almost every random transformer.
     """
     return sensitivity_profile(classifier, N, margin=margin, **kwargs).K0

@@ -4,13 +4,13 @@
 (``meta``: the classifier, margin, seed, torch and sensbook versions). This module keeps,
 compares and shows profiles:
 
-* uncertainty: :meth:`Profile.interval` (Wilson intervals of K_k / 2^N, honest where a k was
-  never or always seen), :meth:`Profile.average_sensitivity_interval`;
+* uncertainty: :meth:`Profile.interval` (Wilson intervals of :math:`K_k / 2^N`, honest where a
+  k was never or always seen), :meth:`Profile.average_sensitivity_interval`;
 * keeping: ``==``, :meth:`Profile.to_dict` / :meth:`Profile.from_dict`, :meth:`Profile.save` /
   :meth:`Profile.load` (JSON);
 * comparing: :func:`compare_profiles`, a two-sample test between two sampled profiles;
-* showing: :func:`plot_profile`, K_k / 2^N with Wilson bands, several profiles overlaid, in the
-  book's figure style (:data:`sensbook.pages.STYLE`).
+* showing: :func:`plot_profile`, :math:`K_k / 2^N` with Wilson bands, several profiles
+  overlaid, in the book's figure style (:data:`sensbook.pages.STYLE`).
 """
 from __future__ import annotations
 
@@ -33,9 +33,26 @@ _TENSORS = ("counts", "undecided", "nonfinite", "incomplete", "accepted")
 
 
 def wilson_interval(k, n, z: float = 1.96):
-    """Wilson score interval for a binomial proportion k/n (arrays allowed): (lo, hi).
+    r"""Wilson score interval for a binomial proportion ``k / n``.
 
-    Valid also for k = 0 (lo = 0, hi ~ z^2/n) where the normal interval collapses.
+    Parameters
+    ----------
+    k : int or array-like
+        Successes, ``0 <= k <= n``.
+    n : int or array-like
+        Trials, > 0 (broadcast against ``k``).
+    z : float
+        The standard normal quantile (1.96 for 95 %).
+
+    Returns
+    -------
+    tuple of numpy.ndarray
+        ``(lo, hi)``, within [0, 1].
+
+    Notes
+    -----
+    Valid also for ``k = 0`` (``lo = 0``, :math:`hi \approx z^2/n`) where the normal interval
+    collapses.
     """
     k, n = np.asarray(k, float), np.asarray(n, float)
     if (n <= 0).any() or (k < 0).any() or (k > n).any():
@@ -54,9 +71,21 @@ def _check_z(z):
 
 
 def provenance(classifier, **extra) -> dict:
-    """Where a profile came from: the classifier's name (its ``repr`` for the adapters and the
-    book's models, else its type or function name), the torch and sensbook versions, and
-    ``extra`` (margin, seed)."""
+    """Where a profile came from: the classifier's name, the torch and sensbook versions.
+
+    Parameters
+    ----------
+    classifier : callable
+        The classifier profiled: named by its ``repr`` for the adapters and the book's models,
+        else by its type or function name.
+    **extra
+        More fields to record (margin, seed).
+
+    Returns
+    -------
+    dict
+        ``classifier``, ``torch``, ``sensbook`` and ``extra``.
+    """
     kind = type(classifier)
     if kind.__repr__ is not object.__repr__ and not callable(getattr(classifier, "forward", None)):
         name = repr(classifier)
@@ -69,15 +98,37 @@ def provenance(classifier, **extra) -> dict:
 
 @dataclass(eq=False)
 class Profile:
-    """A sensitivity profile, exact (all 2^N strings) or sampled; leading axes = population.
+    """A sensitivity profile, exact (all :math:`2^N` strings) or sampled; leading axes are the
+    population.
 
-    ``counts[..., k]``: exact K_k when ``exact``, else the number of sampled strings with s = k.
-    Only *complete* strings count (the string and its N neighbours all decided and finite);
-    ``undecided``, ``nonfinite`` and ``incomplete`` count the others, so for each model
-    ``counts.sum(-1) + undecided + nonfinite + incomplete == n_strings``. ``meta``: where it
-    came from (:func:`sensbook.profiles.provenance`: classifier, margin, seed, torch and sensbook versions), set
-    by :func:`sensbook.sensitivity_profile`; two profiles are ``==`` when their counts are
-    equal, whatever their ``meta``.
+    Parameters
+    ----------
+    N : int
+        The string length.
+    exact : bool
+        True: all :math:`2^N` strings; False: sampled.
+    n_strings : int
+        The strings profiled (:math:`2^N`, or the number sampled).
+    counts : torch.Tensor
+        int64 ``(..., N + 1)``: ``counts[..., k]`` is :math:`K_k` when ``exact``, else the
+        number of sampled strings with ``s = k``; only complete strings count.
+    undecided : torch.Tensor
+        Strings whose score is within the margin, per model.
+    nonfinite : torch.Tensor
+        Strings whose score is NaN or infinite, per model.
+    incomplete : torch.Tensor
+        Decided strings with an undecided or non-finite neighbour, per model.
+    accepted : torch.Tensor
+        Strings accepted, per model.
+    meta : dict
+        Where it came from (:func:`sensbook.profiles.provenance`: classifier, margin, seed,
+        torch and sensbook versions), set by :func:`sensbook.sensitivity_profile`.
+
+    Notes
+    -----
+    A string is *complete* when it and its N neighbours are all decided and finite; for each
+    model ``counts.sum(-1) + undecided + nonfinite + incomplete == n_strings``. Two profiles
+    are ``==`` when their counts are equal, whatever their ``meta``.
     """
 
     N: int
@@ -92,7 +143,7 @@ class Profile:
 
     @property
     def K(self) -> torch.Tensor:
-        """Exact K_0..K_N (exhaustive profiles only)."""
+        r"""Exact :math:`K_0, \dots, K_N` (exhaustive profiles only)."""
         if not self.exact:
             raise ValueError("this profile is sampled: use .fractions and .interval() (estimates "
                              "of K_k / 2^N with their Wilson intervals)")
@@ -100,12 +151,12 @@ class Profile:
 
     @property
     def K0(self) -> torch.Tensor:
-        """K_0: the number of zero-sensitivity strings (exhaustive profiles only)."""
+        """:math:`K_0`: the number of zero-sensitivity strings (exhaustive profiles only)."""
         return self.K[..., 0]
 
     @property
     def fractions(self) -> torch.Tensor:
-        """K_k / 2^N (exact) or its unbiased estimate (sampled)."""
+        """:math:`K_k / 2^N` (exact) or its unbiased estimate (sampled)."""
         return self.counts.double() / self.n_strings
 
     @property
@@ -118,9 +169,19 @@ class Profile:
         return (p * (1 - p) / self.n_strings).sqrt()
 
     def interval(self, z: float = 1.96) -> tuple[torch.Tensor, torch.Tensor]:
-        """(lo, hi) for each K_k / 2^N: Wilson score intervals (:func:`wilson_interval`, ``z``
-        standard normal quantile, 1.96 for 95 %) of a sampled profile, nonzero width also for
-        a k never or always seen; an exact profile's are its fractions."""
+        """Wilson score intervals of each :math:`K_k / 2^N` (:func:`wilson_interval`).
+
+        Parameters
+        ----------
+        z : float
+            The standard normal quantile (1.96 for 95 %).
+
+        Returns
+        -------
+        tuple of torch.Tensor
+            ``(lo, hi)``, the shape of :attr:`fractions`: of nonzero width also for a k never or
+            always seen; an exact profile's are its fractions.
+        """
         z = _check_z(z)
         if self.exact:
             return self.fractions, self.fractions
@@ -145,12 +206,27 @@ class Profile:
         return (c * k).sum(-1) / c.sum(-1)
 
     def average_sensitivity_interval(self, z: float = 1.96) -> tuple[torch.Tensor, torch.Tensor]:
-        """(lo, hi) for the average sensitivity. Sampled: the normal interval mean +- z sd / sqrt(n)
-        with the sample standard deviation of s over the n complete strings; where every
-        sampled string has the same s (sd 0: that interval collapses to a point) N times the
-        Wilson interval of the mean of s / N, which is valid for any variable in [0, 1] (its
-        variance is at most m (1 - m)) and has nonzero width. Exact profiles: the value itself.
-        NaN where no string is complete."""
+        r"""An interval for the average sensitivity.
+
+        Parameters
+        ----------
+        z : float
+            The standard normal quantile (1.96 for 95 %).
+
+        Returns
+        -------
+        tuple of torch.Tensor
+            ``(lo, hi)`` per model; exact profiles: the value itself; NaN where no string is
+            complete.
+
+        Notes
+        -----
+        Sampled: the normal interval :math:`m \pm z\, sd / \sqrt{n}` with the sample standard
+        deviation of s over the n complete strings; where every sampled string has the same s
+        (sd 0: that interval collapses to a point), N times the Wilson interval of the mean of
+        s / N, which is valid for any variable in [0, 1] (its variance is at most
+        :math:`m (1 - m)`) and has nonzero width.
+        """
         z = _check_z(z)
         avg = self.average_sensitivity
         if self.exact:
@@ -193,7 +269,13 @@ class Profile:
 
     @classmethod
     def from_dict(cls, d: dict) -> "Profile":
-        """The profile :meth:`to_dict` wrote (counts as int64 CPU tensors)."""
+        """The profile :meth:`to_dict` wrote (counts as int64 CPU tensors).
+
+        Parameters
+        ----------
+        d : dict
+            A dict from :meth:`to_dict` (or its JSON), with ``format`` ``FORMAT``.
+        """
         if not isinstance(d, dict) or d.get("format") != FORMAT:
             raise ValueError(f"not a saved profile: expected a dict with format={FORMAT!r}, got "
                              f"{d.get('format') if isinstance(d, dict) else type(d).__name__!r}")
@@ -209,8 +291,15 @@ class Profile:
         return p
 
     def save(self, path, **meta) -> None:
-        """Write the profile as JSON to ``path`` (:meth:`to_dict`), adding ``meta`` (e.g. the
-        model's name or checkpoint) to its ``meta``."""
+        """Write the profile as JSON (:meth:`to_dict`).
+
+        Parameters
+        ----------
+        path : str or os.PathLike
+            The file, written atomically.
+        **meta
+            Fields added to the saved ``meta`` (e.g. the model's name or checkpoint).
+        """
         d = self.to_dict()
         d["meta"].update(meta)
         tmp = f"{os.fspath(path)}.tmp"
@@ -220,7 +309,13 @@ class Profile:
 
     @classmethod
     def load(cls, path) -> "Profile":
-        """The profile :meth:`save` wrote to ``path``."""
+        """The profile :meth:`save` wrote.
+
+        Parameters
+        ----------
+        path : str or os.PathLike
+            The JSON file.
+        """
         with open(path) as f:
             return cls.from_dict(json.load(f))
 
@@ -253,11 +348,23 @@ def compare_profiles(a: Profile, b: Profile) -> dict:
     """Two-sample test: do two sampled profiles (two models, or one model twice) come from the
     same distribution of the sensitivity s over complete strings?
 
-    A chi-square test of homogeneity on the 2 x (N + 1) table of counts, with adjacent values
-    of s pooled until every cell expects at least ``MIN_EXPECTED`` strings (the chi-square
-    approximation's usual condition). Returns ``statistic``, ``df``, ``p_value`` (small: the
-    profiles differ), the difference of average sensitivities ``a - b`` and its normal 95 %
-    interval ``difference_interval`` (from the two samples' variances of s).
+    Parameters
+    ----------
+    a, b : Profile
+        Sampled profiles of one model each, at the same N.
+
+    Returns
+    -------
+    dict
+        ``statistic``, ``df``, ``p_value`` (small: the profiles differ), the difference of
+        average sensitivities ``a - b`` and its normal 95 % interval ``difference_interval``
+        (from the two samples' variances of s).
+
+    Notes
+    -----
+    A chi-square test of homogeneity on the ``2 x (N + 1)`` table of counts, with adjacent
+    values of s pooled until every cell expects at least ``MIN_EXPECTED`` strings (the
+    chi-square approximation's usual condition).
     """
     a, b = _one_model(a, "a"), _one_model(b, "b")
     if a.exact or b.exact:
@@ -302,15 +409,31 @@ def compare_profiles(a: Profile, b: Profile) -> dict:
 
 def plot_profile(profiles, labels: Sequence[str] | None = None, *, ax: Any = None,
                  z: float = 1.96, x: str | None = None):
-    """K_k / 2^N against k for one profile or several overlaid (models, or lengths), with
-    Wilson bands (:meth:`Profile.interval`) for sampled ones, in the book's figure style.
+    """:math:`K_k / 2^N` against k for one profile or several overlaid (models, or lengths),
+    with Wilson bands (:meth:`Profile.interval`) for sampled ones, in the book's figure style.
 
-    ``profiles``: a :class:`Profile` of one model, or a sequence of them (a population's
-    profile: select one model). ``labels``: one legend entry per profile (default: the
-    classifier's name from ``meta``, and N); profiles with the same label share a colour
-    (exact: a solid line; sampled: dots and a band). ``x``: ``"k"`` or ``"k/N"`` (default ``"k"`` when
-    every profile has the same N, else ``"k/N"``, so lengths overlay on [0, 1]). ``ax``: a
-    matplotlib axes to draw on (default: a new figure). Returns the axes.
+    Parameters
+    ----------
+    profiles : Profile or sequence of Profile
+        Profiles of one model each (a population's profile: select one model).
+    labels : sequence of str, optional
+        One legend entry per profile (default: the classifier's name from ``meta``, and N);
+        profiles with the same label share a colour.
+    ax : matplotlib.axes.Axes, optional
+        The axes to draw on (default: a new figure).
+    z : float
+        The standard normal quantile of the bands (1.96 for 95 %).
+    x : {"k", "k/N"}, optional
+        The horizontal axis (default ``"k"`` when every profile has the same N, else
+        ``"k/N"``, so lengths overlay on [0, 1]).
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+
+    Notes
+    -----
+    Exact profiles are drawn as a solid line, sampled ones as dots and a band.
     """
     import matplotlib.pyplot as plt
 

@@ -35,8 +35,9 @@ import numpy as np
 import torch
 import torch.nn.functional as Fn
 
-from .boolean import (FIRST, MAJORITY, MAX_EXHAUSTIVE_N, PARITY, BooleanFunction, check_int,
-                      check_n, check_real, index_to_strings)
+from .boolean import (MAX_EXHAUSTIVE_N, PARITY, BooleanFunction, check_int, check_n, check_real,
+                      index_to_strings)
+from .boolean import target  # noqa: F401  (the chapters import it from here)
 from .adapters import Classifier
 from .model import INITS, Recognizer
 from .settings import check_device
@@ -46,54 +47,29 @@ TEST_SEED_OFFSET = 2_000_003          # held-out test strings
 LOSSES = ("logistic", "mse")
 
 
-# ---- targets ------------------------------------------------------------------------------
-def target(name: str, N: int) -> BooleanFunction:
-    """The Boolean function a name stands for, at length N.
-
-    ``PARITY``, ``FIRST``, ``MAJORITY`` (odd N: at even N a tie would be rejected, so the book
-    trains MAJORITY at odd N only), ``SPARSE_PARITY_m`` and ``SPARSE_MAJORITY_m`` (m = 2..N) on
-    the first m positions {1, ..., m} (a CHOICE: any fixed m positions would do; the first ones
-    are where the positional feature 1[n=1] and n/(N+1) give the model a handle), and
-    ``SPREAD_PARITY_m``: m-sparse PARITY on the spread positions {ceil(k N / m): k = 1..m}
-    (m = 2..N; for m = 3 {ceil(N/3), ceil(2N/3), N}), a generic support that holds the
-    marked x_1 only when N = m.
-    """
-    N = check_n(N)
-    if not isinstance(name, str):
-        raise ValueError(f"name must be a string, got {name!r}")
-    if name == "PARITY":
-        return PARITY
-    if name == "FIRST":
-        return FIRST
-    if name == "MAJORITY":
-        if N % 2 == 0:
-            raise ValueError(f"name='MAJORITY' needs odd N (no ties), got N={N}")
-        return MAJORITY
-    if name.startswith("SPREAD_PARITY_"):
-        try:
-            m = len(target(name.replace("SPREAD", "SPARSE"), N).S)   # m checked there
-        except ValueError as e:
-            raise ValueError(str(e).replace("SPARSE", "SPREAD")) from None
-        from .boolean import sparse_parity
-        return sparse_parity(sorted({-(-k * N // m) for k in range(1, m + 1)}))
-    for kind, cls in (("SPARSE_PARITY_", "parity"), ("SPARSE_MAJORITY_", "majority")):
-        if name.startswith(kind):
-            try:
-                m = int(name[len(kind):])
-            except ValueError:
-                raise ValueError(f"name={name!r}: expected {kind}m with an integer m") from None
-            if not 2 <= m <= N:
-                raise ValueError(f"name={name!r}: m must be in 2..N={N}, got m={m}")
-            from .boolean import sparse_majority, sparse_parity
-            return (sparse_parity if cls == "parity" else sparse_majority)(range(1, m + 1))
-    raise ValueError(f"name={name!r} is not a target; allowed: PARITY, FIRST, MAJORITY, "
-                     f"SPARSE_PARITY_m, SPARSE_MAJORITY_m, SPREAD_PARITY_m")
-
-
 # ---- protocol -----------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Protocol:
-    """Every setting of a training run (see the module docstring for the reasons)."""
+    r"""Every setting of a training run (``sensbook.train``'s docstring gives the reasons).
+
+    Parameters
+    ----------
+    D, L, H, F : int
+        The model's width, layers, heads and feed-forward width (None: ``4 D``), as for
+        :class:`sensbook.Recognizer`.
+    eps : float
+        The layer norms' :math:`\varepsilon` (PyTorch's default 1e-5).
+    init : {"uniform", "gaussian", "xavier_uniform", "xavier_normal"}
+        The initialisation (:meth:`sensbook.Recognizer.random`).
+    init_scale : float
+        Its scale, > 0.
+    loss : {"logistic", "mse"}
+        The training loss (:func:`population_loss`).
+    lr, weight_decay : float
+        AdamW's constant learning rate (> 0) and its weight decay (>= 0).
+    steps, batch : int
+        The step budget, and the fresh uniform strings a step sees, per model.
+    """
 
     D: int = 16
     L: int = 2
@@ -166,10 +142,24 @@ def _batch(gens, B, N, device, dtype):
 
 
 def population_loss(model: Classifier, x, y, loss: str = "logistic") -> torch.Tensor:
-    """Per-model mean loss, shape (P,): ``softplus(-y T)`` (logistic) or ``(T - y)^2`` (mse).
+    """Per-model mean loss: ``softplus(-y T)`` (logistic) or ``(T - y) ** 2`` (mse).
 
-    y in {0, 1} is mapped to -1/+1. The training objective is the sum over models, whose
-    gradient with respect to model p's parameters is the gradient of model p's own loss.
+    Parameters
+    ----------
+    model : callable
+        A population returning scores ``(P, B)`` (or one model, ``(B,)``).
+    x : torch.Tensor
+        0/1 strings ``(B, N)``.
+    y : torch.Tensor
+        Their labels in {0, 1}, mapped to -1/+1.
+    loss : {"logistic", "mse"}
+        The loss.
+
+    Returns
+    -------
+    torch.Tensor
+        Shape ``(P,)``. The training objective is the sum over models, whose gradient with
+        respect to model p's parameters is the gradient of model p's own loss.
     """
     T = scores_like(model(x), y)
     s = 2 * y.to(T.dtype) - 1
@@ -206,15 +196,34 @@ def train_population(model: Recognizer, f: BooleanFunction, N: int, seeds,
                      log_steps=None, until=None, progress: bool = True) -> np.ndarray:
     """Train the P models of ``model`` on f at length N, in place, as one batched computation.
 
-    Model p sees fresh uniform strings from its own generator (seed ``seeds[p] +
-    DATA_SEED_OFFSET``). One AdamW optimizer over the whole module: its update is element-wise
-    and the objective is the sum of per-model losses, so the P models do not interact.
+    Parameters
+    ----------
+    model : Recognizer
+        The population (e.g. ``sensbook.train.init_population``), trained in place.
+    f : BooleanFunction
+        The target.
+    N : int
+        The string length.
+    seeds : sequence of int
+        One seed per model: model p's data come from seed ``seeds[p] + DATA_SEED_OFFSET``.
+    protocol : Protocol
+        The settings (loss, learning rate, steps, batch).
+    log_every : int, optional
+        Log every this many steps (default ``steps / 50``), and the last step.
+    log_steps : sequence of int, optional
+        The 1-based steps at which to log instead.
+    until : callable, optional
+        ``until(step)`` is called after every step with the number of steps done; training
+        stops early when it returns True.
+    progress : bool
+        Show a progress bar.
 
-    Returns the loss curve, shape (n_logged, P): row i is each model's mean training loss over
-    the steps since the previous logged step, up to step ``log_steps[i]`` (1-based counts;
-    default every ``log_every`` steps, default steps/50, and the last step). ``until(step)``, if
-    given, is called after every step with the number of steps done; training stops early when
-    it returns True (the curve then ends with the window that contains that step).
+    Returns
+    -------
+    numpy.ndarray
+        The loss curve ``(n_logged, P)``: row i is each model's mean training loss over the
+        steps since the previous logged step (with ``until``, the curve ends with the window
+        that contains the last step).
     """
     from .settings import progress as _progress
 
@@ -267,11 +276,29 @@ def held_out_strings(N: int, n_test: int, *, seed: int = 0) -> torch.Tensor:
 
 def accuracy(model: Classifier, f: BooleanFunction, N: int, *, n_test: int | None = None,
              seed: int = 0, chunk: int = 4096) -> np.ndarray:
-    """Fraction of strings where sign(T) agrees with f (accept when T > 0), per model: (P,).
+    """Fraction of strings where sign(T) agrees with f (accept when T > 0), per model.
 
-    On all 2^N strings when ``n_test`` is None, else on ``n_test`` uniform held-out strings
-    (generator seed ``seed + TEST_SEED_OFFSET``; the same strings for every model).
-    A NaN or infinite output is an error (ValueError naming the models), never a class.
+    Parameters
+    ----------
+    model : callable
+        A population returning scores ``(P, B)`` (or one model, ``(B,)``).
+    f : BooleanFunction
+        The target.
+    N : int
+        The string length.
+    n_test : int, optional
+        None: all :math:`2^N` strings; else this many uniform held-out strings, the same for
+        every model.
+    seed : int
+        Their generator's seed is ``seed + TEST_SEED_OFFSET``.
+    chunk : int
+        Strings evaluated at a time.
+
+    Returns
+    -------
+    numpy.ndarray
+        Shape ``(P,)``. A NaN or infinite output is an error (ValueError naming the models),
+        never a class.
     """
     N = check_n(N)
     if n_test is None and N > MAX_EXHAUSTIVE_N:
@@ -332,30 +359,60 @@ def learn(model, f: BooleanFunction, N: int, seeds, protocol: Protocol = Protoco
           progress: bool = False) -> dict:
     """Train until every seed has learned f or the budget ``protocol.steps`` is spent.
 
-    Seed p has *learned* f at the first step in ``checks`` (default: every step) at which its
-    :func:`accuracy` (all 2^N strings, or ``n_test`` held-out strings) is >= ``criterion``;
-    a seed that never is, is *censored* (``None``). Training stops once every seed has
-    learned (later steps cannot change a first passage).
+    Parameters
+    ----------
+    model : Recognizer or sensbook.controls.Population
+        Any population whose parameters carry the population axis first; trained in place.
+    f : BooleanFunction
+        The target.
+    N : int
+        The string length.
+    seeds : sequence of int
+        One seed per model, as for :func:`train_population`.
+    protocol : Protocol
+        The settings; ``protocol.steps`` is the budget.
+    criterion : float
+        The accuracy that counts as learned.
+    checks : sequence of int, optional
+        The steps at which accuracy is checked (default: every step).
+    n_test : int, optional
+        Held-out strings for the accuracy (default: all :math:`2^N`).
+    log_steps : sequence of int, optional
+        The steps of the loss curve (:func:`train_population`).
+    signal_steps : sequence of int, optional
+        Steps after which the gradient signal is recorded (Notes).
+    signal_strings : torch.Tensor, optional
+        The strings x of ``gradient_signal``.
+    signal_probe : callable, optional
+        A function of the model returning a dict of ``(P, ...)`` arrays (e.g.
+        :func:`sensbook.eos_mechanism` on fixed strings), recorded at the same steps.
+    progress : bool
+        Show a progress bar.
+
+    Returns
+    -------
+    dict
+        ``steps`` (per seed; None if censored), ``steps_run``, ``curve`` (window-mean losses at
+        ``log_steps``), ``eval_steps``, ``eval_accuracy`` and, with ``signal_steps``,
+        ``signal``.
+
+    Notes
+    -----
+    Seed p has *learned* f at the first step in ``checks`` at which its :func:`accuracy` is
+    at least ``criterion``; a seed that never is, is *censored*. Training stops once every
+    seed has learned (later steps cannot change a first passage).
 
     On return ``model`` holds each seed's **trained parameters**: those at its first passage
     for a learned seed, those at the last step run for a censored one (one definition for
     everything measured on "the trained model": profiles, margins, sharpness, basins).
-    Works for any population whose parameters carry the population axis first
-    (:class:`Recognizer`, :class:`sensbook.controls.Population`).
 
-    Returns ``steps`` (per seed), ``steps_run``, ``curve`` (window-mean losses at
-    ``log_steps``, see :func:`train_population`), ``eval_steps``, ``eval_accuracy``.
-
-    With ``signal_steps`` (and ``signal_strings``, the strings x of ``gradient_signal``),
-    after each of those steps it also records the gradient signal of every model
+    With ``signal_steps``, after each of those steps it also records the gradient signal of every model
     (``gradient_signal``) and the norm of the minibatch gradient that step's update used:
     ``signal`` = {``steps``, and per key of ``gradient_signal`` plus ``batch_grad_norm``
     a list (one row of P per recorded step)}. The logging reads the model and never writes it
     (its gradients are taken with ``torch.autograd.grad``, not accumulated), so training is
-    the same with it or without it (``tests/test_train.py``). ``signal_probe`` (optional, a
-    function of the model returning a dict of (P, ...) arrays, e.g.
-    :func:`sensbook.eos_mechanism` on fixed strings) is recorded beside it, under
-    its own keys, at the same steps; it too must only read the model.
+    the same with it or without it (``tests/test_train.py``). ``signal_probe`` is recorded
+    beside it, under its own keys; it too must only read the model.
     """
     if not (isinstance(criterion, float) and 0.5 < criterion <= 1):
         raise ValueError(f"criterion must be an accuracy in (0.5, 1], got {criterion!r}")
@@ -473,20 +530,42 @@ def _where(model):
 
 def top_hessian_eigenvalue(model, f: BooleanFunction, x, *, loss: str = "logistic",
                            iters: int = 100, tol: float = 1e-3, seed: int = 0) -> dict:
-    """Sharpness: the largest-magnitude eigenvalue of the Hessian of each model's training
-    loss on the strings ``x`` (B, N), by power iteration, for the whole population at once.
+    r"""Sharpness: the largest-magnitude eigenvalue of the Hessian of each model's training
+    loss on the strings ``x``, by power iteration, for the whole population at once.
 
+    Parameters
+    ----------
+    model : Recognizer or torch.nn.Module or TorchClassifier
+        The population, or one model (Notes).
+    f : BooleanFunction
+        The target that labels ``x``.
+    x : torch.Tensor
+        0/1 strings ``(B, N)``.
+    loss : {"logistic", "mse"}
+        The loss (:func:`population_loss`).
+    iters : int
+        The most Hessian-vector products.
+    tol : float
+        Stop when every model's Rayleigh quotient changes by at most this, relatively.
+    seed : int
+        The seed of the start vectors.
+
+    Returns
+    -------
+    dict
+        ``lam`` ``(P,)``, ``iterations`` and ``converged`` ``(P,)``.
+
+    Notes
+    -----
     The loss is :func:`population_loss` (the mean over ``x`` of each model's loss) summed over
     models, so its Hessian is block-diagonal: one Hessian-vector product (``torch.func``,
     reverse over reverse) gives every model's product, and each model's vector is normalised
-    on its own. Iterates until every model's Rayleigh quotient changes by at most ``tol``
-    relatively, or ``iters`` products. At a minimum the Hessian is positive semi-definite and
-    this is lambda_max, the sharpness of Hahn & Rofin (2024) and Keskar et al. (2017).
-    Any other ``torch.nn.Module`` mapping x to scores (B,) or one logit per string (B, 1) is
-    one model (P = 1), its Hessian over all its parameters; so is an
+    on its own. At a minimum the Hessian is positive semi-definite and this is
+    :math:`\lambda_{max}`, the sharpness of Hahn & Rofin (2024) and Keskar et al. (2017).
+    Any other ``torch.nn.Module`` mapping x to scores ``(B,)`` or one logit per string
+    ``(B, 1)`` is one model (P = 1), its Hessian over all its parameters; so is an
     :class:`sensbook.TorchClassifier` (the Hessian over its ``.model``'s parameters, through
-    its token ids and output reading). Returns ``lam`` (P,), ``iterations`` and
-    ``converged`` (P,).
+    its token ids and output reading).
     """
     from torch.func import functional_call, grad, vjp
     from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -539,9 +618,21 @@ def top_hessian_eigenvalue(model, f: BooleanFunction, x, *, loss: str = "logisti
 
 @torch.no_grad()
 def min_margin(model: Classifier, x) -> np.ndarray:
-    """min over the strings ``x`` of ``|T(x)|``, per model: (P,). With labels sign(T), the
-    smallest output a string gets; Cor. 3.4 bounds it by O(1/N) at eps > 0 for weights in a
-    fixed box."""
+    r"""The smallest :math:`|T(x)|` over the strings ``x``, per model.
+
+    Parameters
+    ----------
+    model : callable
+        A population returning scores ``(P, B)`` (or one model, ``(B,)``).
+    x : torch.Tensor
+        0/1 strings ``(B, N)``.
+
+    Returns
+    -------
+    numpy.ndarray
+        Shape ``(P,)``. With labels sign(T), the smallest output a string gets; Cor. 3.4
+        bounds it by :math:`O(1/N)` at :math:`\varepsilon > 0` for weights in a fixed box.
+    """
     x = torch.as_tensor(x)
     if x.dim() < 2 or x.shape[-2] == 0:
         raise ValueError(f"x must hold at least one string, shape (B, N) with B >= 1, got "

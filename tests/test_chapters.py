@@ -114,7 +114,8 @@ def _repository_mentions():
         text = f.read_text(encoding="utf-8")
         for m in re.finditer(r"git\+(https://[^\s\"'@]+)@([\w./-]+)", text):
             yield f.name, "install", m.group(1), m.group(2)
-        for m in re.finditer(r"git clone (\S+)(?: && cd (\S+))?", text):
+        # (a notebook's JSON escapes the line end: the folder stops at a backslash or quote)
+        for m in re.finditer(r"git clone (\S+)(?: && cd ([^\s\\\"]+))?", text):
             yield f.name, "clone", m.group(1), m.group(2)
         for m in re.finditer(r"https://[\w-]+\.github\.io/[^\s)\"'#]*", text):
             yield f.name, "pages", m.group(0), None

@@ -124,3 +124,15 @@ def test_every_call_computes_in_one_thread_and_the_setting_is_restored(monkeypat
         assert seen == [1, 1, 1, 1] and torch.get_num_threads() == 2
     finally:
         torch.set_num_threads(before)
+
+
+def test_text_table_aligns_each_column_to_its_widest_entry():
+    """sb.text_table (the chapters' printed tables): every line as wide as the title line,
+    each column right-aligned, formats applied per column; a row that does not fit is refused."""
+    out = sb.text_table(("N", "flip", "verdict"), [(8, 2.5, "hard"), (256, 0.0625, "1/N")],
+                        ("d", ".3g", "s"))
+    lines = out.split("\n")
+    assert lines == ["  N    flip  verdict", "  8     2.5     hard", "256  0.0625      1/N"]
+    assert sb.text_table(("a",), iter([(1,), (22,)]), ("d",)) == " a\n 1\n22"   # rows may be an iterator
+    with pytest.raises(ValueError, match="2 entries"):
+        sb.text_table(("a", "b"), [(1,)], ("d", "d"))

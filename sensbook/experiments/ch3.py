@@ -9,7 +9,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ..constructions import count_threshold_transformer, first_hard_transformer, score_gap
+from ..constructions import (construction_parameters, count_threshold_transformer,
+                             first_hard_transformer, score_gap)
 from ..geometry import (distinct_functions, flip_bits, lipschitz_theta, maximise_blowup,
                         random_strings, recognition)
 from ..hinge import converged_influence, flip_hinge, lemma29_ratio
@@ -160,9 +161,11 @@ def _ch3_worst_configs(scale):
 #: first, doubled until the best flip changes by less than 10 %, censored past ``cap``. Step
 #: sizes (times the box's half-width B) decay from LR[0] to LR[1] over each run.
 #: At eps = 0 the danger-zone start already reaches the box's ceiling 2 B D, so the ladder
-#: starts at half the steps there.
-LADDER = dict(ci=dict(steps=60, cap=240), book=dict(steps=60, cap=240),
-              paper=dict(steps=150, cap=1200))
+#: starts at half the steps there. Without the feature 1[n = 1] the long cells need more
+#: doublings (at book scale B = 0.125, N = 128 converges at 1920 steps): ``cap_unmarked``.
+LADDER = dict(ci=dict(steps=60, cap=240, cap_unmarked=1920),
+              book=dict(steps=60, cap=240, cap_unmarked=1920),
+              paper=dict(steps=150, cap=1200, cap_unmarked=9600))
 LR = [0.5, 0.01]
 
 #: The box scan: half-widths B of the box, layer-norm eps and lengths N per scale.
@@ -186,7 +189,7 @@ def _ch3_box_configs(scale):
     def one(B, e, N, mark):
         steps = lad["steps"] // 2 if e == 0 else lad["steps"]
         return dict(B=B, eps=e, N=N, P=s["P"], K=4, lr=LR, seed=N, mark_first=mark,
-                    steps=steps, cap=lad["cap"], **WORST_ARCH)
+                    steps=steps, cap=lad["cap" if mark else "cap_unmarked"], **WORST_ARCH)
     return ([one(B, e, N, True) for B in s["B"] for e in s["eps"] for N in s["Ns"]]
             + [one(B, e, N, False) for B in s["unmarked"] for e in EPS
                if B == 1.0 or e > 0 for N in s["Ns"]])
@@ -241,6 +244,39 @@ def crossover(cell) -> tuple | None:
     return float(n_star), float(min(vals)), float(max(vals))
 
 
+def first_unmarked_transformer(eps: float = 0.0, *, q_scale: float = 1.0) -> Recognizer:
+    """Hard attention on x_1 without the feature 1[n = 1]: :func:`first_hard_transformer` with
+    its key feature f = 1[n = 1] replaced by f = -(1 - 2 (n % 2)) - n/(N + 1) (+1 - n/(N + 1) at
+    odd n, -1 - n/(N + 1) at even n), built from the two bounded features every position has;
+    the query (W_q, b_q) times ``q_scale`` in (0, 1], which scales every eos score by exactly
+    that. Every parameter stays in [-1, 1] and ``mark_first=False``. Position 1 leads position 3,
+    its nearest rival, only through n/(N + 1): by a score gap c / (N + 1) (c proportional to
+    ``q_scale``), so the eos weight on x_1 is near 1 while N << c and falls like c / N
+    beyond: hard attention up to a length linear in the score range."""
+    if not 0 < q_scale <= 1:
+        raise ValueError(f"q_scale must be in (0, 1] (the box [-1, 1]), got {q_scale!r}")
+    p, H = construction_parameters("FIRST_HARD")
+    p = {k: np.array(v, float) for k, v in p.items()}
+    D = p["tok"].shape[-1]
+    f = int(np.flatnonzero(p["pos"][2] > 0)[0])     # the coordinate 1[n = 1] was written to
+    p["pos"][2] = 0.0
+    for row in (0, 1):                               # n/(N + 1), 1 - 2 (n % 2): weight -1 each
+        p["pos"][row, f], p["pos"][row, f + D // 2] = -1.0, 1.0
+    p["layers.1.Wq"] *= q_scale
+    p["layers.1.bq"] *= q_scale
+    return Recognizer.from_parameters(p, eps=eps, H=H, mark_first=False, device=device())
+
+
+def eos_weight_on_first(model: Recognizer, N: int) -> tuple:
+    """(w_1, gap): on the all-zeros and all-ones strings of length N, the smaller last-layer eos
+    attention weight on position 1 (first head), and the smaller score lead of position 1 over
+    position 3 (its nearest unmarked rival)."""
+    x = torch.stack([torch.zeros(N), torch.ones(N)]).to(model.dtype)
+    s, w = model.eos_attention(x)
+    s, w = s[0, :, -1, 0], w[0, :, -1, 0]
+    return w[:, 0].min().item(), (s[:, 0] - s[:, 2]).min().item()
+
+
 # ---- marked against unmarked: dictators trained (what training reaches) ------------------
 #: DICTATOR x_i trained with the book's protocol as ``ch6.long`` trains FIRST (layer-norm eps
 #: 1e-5, its checks and held-out strings), at i = 1 (the marked position: FIRST), 2 and
@@ -248,7 +284,7 @@ def crossover(cell) -> tuple | None:
 #: are probed on ``probe`` held-out strings.
 DICTATORS = dict(
     ci=dict(Ns=[13, 33], seeds=2, budget=300, probe=32),
-    book=dict(Ns=[13, 33, 65], seeds=3, budget=600, probe=64),
+    book=dict(Ns=[13, 33, 65, 129], seeds=3, budget=600, probe=64),
     paper=dict(Ns=[13, 33, 65, 129], seeds=6, budget=3000, probe=256),
 )
 
@@ -350,9 +386,11 @@ def _worst_cost(c):
 
 def _box_cost(c):
     """The ladder's steps: s + 2 s at eps = 0 (the danger-zone start sits at the ceiling),
-    s + 2 s + 4 s otherwise (most cells need the second doubling)."""
+    s + 2 s + 4 s otherwise (most cells need the second doubling), s + ... + 16 s without the
+    feature 1[n = 1] from N = 128 on (at book scale those cells took 2 to 6 runs)."""
     strings = 2 + len(flip_bits(c["N"], c["K"]))
-    steps = c["steps"] * (3 if c["eps"] == 0 else 7)
+    long_unmarked = not c["mark_first"] and c["N"] >= 128
+    steps = c["steps"] * (3 if c["eps"] == 0 else 31 if long_unmarked else 7)
     return 0.3 + steps * (3.5e-3 + 4.3e-10 * (c["P"] + 2) * strings * _work(c, c["N"] + 1))
 
 

@@ -350,3 +350,31 @@ def support_comparison(rows, marked: str, spread: str) -> list:
             budget=a["budget"], p=fisher_fewer(a["learned"], a["seeds"], b["learned"],
                                                b["seeds"])))
     return out
+
+
+# ---- how chapter 6's pages print: numbers as text, verdicts as tables ----------------------
+def listed(values, fmt: str = ".3g", missing: str = "not learned") -> str:
+    """``values`` as readable text, ``"0.021, 0.15, not learned"``: each number formatted
+    with ``fmt``, and ``None``, inf or NaN written as ``missing`` (a censored seed, a seed
+    with no plateau step)."""
+    out = []
+    for v in values:
+        ok = v is not None and np.isfinite(float(v))
+        out.append(f"{float(v):{fmt}}" if ok else missing)
+    return ", ".join(out)
+
+
+def html_table(head, rows, *, prose: bool = False) -> str:
+    """A small HTML table (for ``IPython.display.HTML``): ``head`` the column titles, ``rows``
+    lists of cells (each written with ``str``). Numbers never break over two lines (the site's
+    CSS); ``prose=True`` marks a table of sentences (a verdict table), whose cells wrap."""
+    if any(len(r) != len(head) for r in rows):
+        raise ValueError(f"html_table: every row needs {len(head)} cells (one per column)")
+    line = lambda tag, cells: "<tr>" + "".join(f"<{tag}>{c}</{tag}>" for c in cells) + "</tr>"
+    table = '<table class="sensbook-prose">' if prose else "<table>"
+    return "\n".join([table, "<thead>" + line("th", head) + "</thead>", "<tbody>"]
+                     + [line("td", r) for r in rows] + ["</tbody>", "</table>"])
+
+
+#: How a growth verdict of :func:`~sensbook.experiments.ch6_training.preferred_growth` reads.
+GROWTH_WORDS = {"N": "exponential in N", "log N": "a power of N", "cannot tell": "cannot tell"}

@@ -85,9 +85,20 @@ def key(config, version_: str | None = None) -> str:
 
 
 def results_dir(path=None) -> pathlib.Path:
-    """Where results live: ``path`` (the command line's ``--out``) if given, else
-    ``$SENSBOOK_RESULTS`` if set, else ``results/`` in the book's root.
+    """Where results live: ``path`` if given, else ``$SENSBOOK_RESULTS`` if set, else
+    ``results/`` in the book's root.
 
+    Parameters
+    ----------
+    path : str or os.PathLike, optional
+        The command line's ``--out``.
+
+    Returns
+    -------
+    pathlib.Path
+
+    Notes
+    -----
     The book's root is the nearest folder at or above the working directory holding
     ``_toc.yml`` (so a chapter executed in ``book/`` and ``sensbook sweep`` run at the root use
     the same, git-ignored, ``results/``); elsewhere (e.g. Colab) the working directory. A

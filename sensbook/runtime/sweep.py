@@ -72,6 +72,9 @@ def _init_worker(threads, counter=None, devices=None, parent=None):
     # Ctrl-C in a terminal reaches every process of the group: the sweep (the parent) stops
     # its workers itself (see _pool), so a worker ignores it rather than half-report it
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # the sweep's own bar reports progress; a runner's inner bars (one per worker, written to
+    # the same terminal) would interleave with it, so workers run without them
+    os.environ["SENSBOOK_PROGRESS"] = "0"
     torch.set_num_threads(threads)
     if devices:
         with counter.get_lock():

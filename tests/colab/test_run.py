@@ -41,7 +41,7 @@ from nbclient import NotebookClient
 
 from .conftest import ROOT, SCALE, fresh_runtime, kernel_spec, seed_local_store, share
 
-NOTEBOOKS = sorted((ROOT / "book").glob("ch*.ipynb"))
+NOTEBOOKS = sorted((ROOT / "book").glob("*.ipynb"))   # the chapters and the introduction
 REPORT = ROOT / "_build" / "colab-run"
 #: torch's thread count in a Colab runtime (two vCPUs): the kernels here start with it.
 COLAB_THREADS = 2
@@ -177,6 +177,7 @@ def test_notebook_runs_in_a_colab_like_runtime_as_its_banner_says(
     install.source = re.sub(r"spec = '[^']*'", f"spec = 'sensbook @ {wheel.as_uri()}'",
                             install.source)
     work = tmp_path / "content"                       # the clean working folder (Colab's)
+    (work / "results").mkdir(parents=True)            # (seeded below when the session reads any)
     seed_local_store(ci_store, work / "results", chapters)
     seeded = _records(work / "results")
     runtime = fresh_runtime(colab_venv, tmp_path / "runtime")

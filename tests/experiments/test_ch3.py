@@ -59,3 +59,21 @@ def test_dictator_positions_and_configs():
         cs = ch3._ch3_dictator_configs(scale)
         assert {(c["N"], c["i"]) for c in cs} == {(N, i) for N in ch3.DICTATORS[scale]["Ns"]
                                                    for i in ch3.dictator_positions(N)}
+
+
+def test_unmarked_first_construction_leads_by_a_gap_that_falls_like_1_over_n():
+    """Without 1[n = 1] position 1 leads its rival 3 only through n/(N + 1): the score gap times
+    N + 1 is the same at every N (to a few %), scales with the query exactly, and the weight on
+    x_1 falls from near 1 to about gap (N + 1) / N; inside the box, FIRST at short N."""
+    m = ch3.first_unmarked_transformer(0.1)
+    half = ch3.first_unmarked_transformer(0.1, q_scale=0.5)
+    assert not m.mark_first and max(p.abs().max().item() for p in m.parameters()) <= 1.0
+    c = {N: ch3.eos_weight_on_first(m, N)[1] * (N + 1) for N in (64, 512, 4096)}
+    assert max(c.values()) < 1.1 * min(c.values()), c
+    assert ch3.eos_weight_on_first(half, 512)[1] == pytest.approx(
+        ch3.eos_weight_on_first(m, 512)[1] / 2, rel=1e-9)
+    assert ch3.eos_weight_on_first(m, 8)[0] > 0.99 > 0.1 > ch3.eos_weight_on_first(m, 4096)[0]
+    x = sb.random_strings(8, 64, seed=0).double()
+    assert np.array_equal((m(x)[0] > 0).numpy(), sb.FIRST(x).numpy())
+    with pytest.raises(ValueError, match="q_scale"):
+        ch3.first_unmarked_transformer(q_scale=2.0)

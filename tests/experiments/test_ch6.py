@@ -419,3 +419,19 @@ def test_fisher_fewer_is_scipys_one_sided_exact_test():
     (c,) = ch6x.support_comparison(rows, "SPARSE_PARITY_3", "SPREAD_PARITY_3")
     assert c["learned"] == (0, 4, 6, 6) and c["p"] == pytest.approx(1 / math.comb(10, 4))
     assert c["median"][0] == np.inf and c["median"][1] == 900
+
+
+def test_pages_print_numbers_as_text_and_tables_as_html():
+    # no reprs: None, inf and NaN read as the word given, numbers in the format given
+    assert ch6x.listed([1997.0, np.inf, None, np.nan, 589.0], ".0f", "never") == (
+        "1997, never, never, never, 589")
+    assert ch6x.listed(np.array([0.0213, 1.5])) == "0.0213, 1.5"
+    assert "np.float64" not in ch6x.listed(np.float64([0.5]))
+    html = ch6x.html_table(("a", "b"), [(1, "x"), (2.5, "y")])
+    assert html.count("<tr>") == 3 and "<th>b</th>" in html and "<td>2.5</td>" in html
+    # a table of sentences is marked so that the site's CSS lets its cells wrap
+    assert html.startswith("<table>")
+    assert ch6x.html_table(("a",), [("x",)], prose=True).startswith('<table class="sensbook-prose">')
+    with pytest.raises(ValueError, match="2 cells"):
+        ch6x.html_table(("a", "b"), [(1,)])
+    assert set(ch6x.GROWTH_WORDS) == {"N", "log N", "cannot tell"}

@@ -37,6 +37,11 @@ def fake(config):
     return {"square": config["i"] ** 2, "tag": config.get("tag")}
 
 
+def progress_setting(config):
+    """The progress setting the runner sees (``$SENSBOOK_PROGRESS``)."""
+    return {"progress": os.environ.get("SENSBOOK_PROGRESS", "unset")}
+
+
 def sweep(n=6, tag="a"):
     return sb.Sweep("fake", [{"i": i, "tag": tag} for i in range(n)], "tests.runtime.test_sweep:fake")
 
@@ -294,6 +299,17 @@ def test_the_pool_progress_bar_counts_predicted_seconds_so_its_time_left_holds(t
     assert "40/90 predicted CPU s" in line and "[01:00<01:15]" in line, line
 
 
+def test_pool_workers_run_without_inner_progress_bars(tmp_path, monkeypatch):
+    """`make book`'s log: runners' own bars (flip_hinge N=256, ...) from two workers
+    interleaved with the pool's bar. Workers run with ``SENSBOOK_PROGRESS=0``; the parent's
+    setting is left as it was."""
+    monkeypatch.setenv("SENSBOOK_PROGRESS", "1")
+    s = sb.Sweep("bars", [{"i": i} for i in range(3)], "tests.runtime.test_sweep:progress_setting")
+    sb.experiments.run_pool([(s, lambda c: 1.0)], tmp_path, workers=2, progress=False)
+    got = [sb.Store(tmp_path, "bars").record({"i": i})["result"]["progress"] for i in range(3)]
+    assert got == ["0", "0", "0"] and os.environ["SENSBOOK_PROGRESS"] == "1"
+
+
 # ---- issue 21: interrupted and crowded sweeps, devices checked where read, calibrate ---------
 INTERRUPTED = """
 import sys
@@ -321,8 +337,11 @@ def test_ctrl_c_stops_a_pool_at_once_keeps_what_is_stored_and_says_how_to_resume
                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         deadline = time.time() + 120
-        while not list((out / "test.slow").glob("*.json")) and time.time() < deadline:
-            time.sleep(0.05)                 # both workers busy, claims held
+        # both workers busy (each has logged a call; on a loaded machine the second may start
+        # after the first has stored a result), claims held
+        while ((not list((out / "test.slow").glob("*.json")) or len({w for w, _ in sb_calls(log)}) < 2)
+               and time.time() < deadline):
+            time.sleep(0.05)
         os.killpg(p.pid, signal.SIGINT)      # Ctrl-C in a terminal: the whole process group
         _, err = p.communicate(timeout=40)   # 48 x 1 s on 2 workers would take 24 s more
     finally:

@@ -262,6 +262,41 @@ def test_page_on_a_phone(rel, browser, base_url):
         page.close()
 
 
+# The sidebar's table of contents: each entry's title and where its box ends on the first screen.
+SIDEBAR_JS = """() => [...document.querySelectorAll('.bd-sidebar-primary nav.bd-docs-nav a')]
+  .map(a => [a.innerText.trim(), Math.round(a.getBoundingClientRect().bottom)])"""
+#: The most words a page title may have in the sidebar (issue 39: ch3's had 16).
+TITLE_WORDS = 6
+
+
+def title_words(title: str) -> int:
+    """Words of a title: runs of non-space holding a letter or a digit ("ε = 0:" is two)."""
+    return len(re.findall(r"\S*\w\S*", title))
+
+
+def test_sidebar_fits_the_first_screen(browser, base_url, site):
+    """Issue 39: at 1280 x 900 the last four entries of the sidebar fell below the fold. On the
+    introduction's first screen every entry of the table of contents is in view, and no page's
+    title is over TITLE_WORDS words."""
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    try:
+        page.goto(base_url + f"{toc_docnames()[0]}.html", wait_until="networkidle")
+        entries = page.evaluate(SIDEBAR_JS)
+    finally:
+        page.close()
+    assert len(entries) >= len(toc_docnames()), entries
+    problems = [f"{t!r}: {title_words(t)} words" for t, _ in entries if title_words(t) > TITLE_WORDS]
+    problems += [f"{t!r} ends at {b} px, below the first screen (900 px)" for t, b in entries if b > 900]
+    assert not problems, "\n".join(problems)
+
+
+def test_title_words():
+    assert title_words("With ε = 0: danger zones") == 5
+    assert title_words("Basins, K₀ and the parameter-function map") == 6
+    assert title_words("With ε > 0 and a fixed margin, only constants survive once log N exceeds "
+                       "the score range") == 17      # ch3's, before issue 39
+
+
 def test_raw_table_detector():
     """The raw-table check itself (no site needed): Markdown tables shown as text are found,
     prose with absolute values and real tables (cells separated by tabs) are not."""

@@ -23,7 +23,7 @@ import pytest
 
 from .conftest import HTML, ROOT, SHOTS, VISIBLE_PROSE_JS, raw_tables
 
-NOTEBOOKS = sorted((ROOT / "book").glob("ch*.ipynb"))
+NOTEBOOKS = sorted((ROOT / "book").glob("*.ipynb"))   # the chapters and the introduction
 EXECUTED = HTML.parent / "jupyter_execute" / "book"
 RAW_MYST = re.compile(r"\{(?:cite|doc|glue|ref|numref|eq|math|term|download)[\w:-]*\}|```\{|:::\{|NBVAL_")
 MATHJAX = "window.MathJax = {tex: {inlineMath: [['$', '$'], ['\\\\(', '\\\\)']]}};"

@@ -124,3 +124,20 @@ def test_k0_census_at_eps_follows_the_same_models_and_counts_changed_labels():
     assert np.array_equal(m1["changed"], (t0 != t1).sum(-1).numpy())
     assert m1["changed"].sum() > 0
     assert np.array_equal(m1["counts"], sb.profile_from_table(t1).counts.numpy())
+
+
+def test_k0_fixed_models_drop_undecided_models_without_the_profilers_warning():
+    """A model whose output is 0 everywhere is undecided on every string: the profiler warns of
+    it, but the K_0 census drops it by design (no warning into the main job's log)."""
+    import warnings
+
+    pop = sb.Recognizer.random(24, 8, 1, seed=3)
+    with torch.no_grad():
+        pop.w[2].zero_()
+        pop.omega[2] = 0.0
+    with pytest.warns(UserWarning, match="1 of 24 models: most of the 16 strings"):
+        sb.sensitivity_profile(pop, 4, margin=0.01, progress=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        fixed = ch5.k0_fixed_models(_k0_config([0, 24], 4), pop)
+    assert 2 not in fixed and len(fixed) > 2

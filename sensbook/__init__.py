@@ -47,7 +47,7 @@ from .profile import (Profile, profile_from_table, sampled_profile, sensitivity_
 from .profiles import compare_profiles, plot_profile
 from .survival import fit_aft, heldout_loglik, kaplan_meier, profile_interval
 from .mechanism import eos_mechanism
-from .pages import STYLE, explore, text_table, use_style
+from .pages import STYLE, explore, html_table, text_table, use_style
 from .settings import SCALES, check_device, device, pick, progress, scale, set_scale
 from .settings import VERSION as __version__
 from .train import (Protocol, accuracy, curve_schedule, eval_schedule, gradient_signal,

@@ -81,6 +81,34 @@ def text_table(head, rows, fmts) -> str:
     return "\n".join([line(head)] + [line(c) for c in cells])
 
 
+def html_table(head, rows, *, prose: bool = False) -> str:
+    """Rows as a small HTML table, for ``IPython.display.HTML`` (a chapter's tables of results
+    and verdicts).
+
+    Parameters
+    ----------
+    head : sequence of str
+        The column titles (HTML allowed, e.g. ``K<sub>0</sub>``).
+    rows : iterable of sequences
+        One sequence of cells per row, one cell per column, each written with ``str``.
+    prose : bool
+        A table of sentences (a verdict table): its cells wrap (the CSS class
+        ``sensbook-prose``); otherwise numbers never break over two lines.
+
+    Returns
+    -------
+    str
+        The ``<table>`` element.
+    """
+    rows = [list(r) for r in rows]
+    if any(len(r) != len(head) for r in rows):
+        raise ValueError(f"html_table: every row needs {len(head)} cells (one per column)")
+    line = lambda tag, cells: "<tr>" + "".join(f"<{tag}>{c}</{tag}>" for c in cells) + "</tr>"
+    table = '<table class="sensbook-prose">' if prose else "<table>"
+    return "\n".join([table, "<thead>" + line("th", head) + "</thead>", "<tbody>"]
+                     + [line("td", r) for r in rows] + ["</tbody>", "</table>"])
+
+
 def use_style() -> None:
     """Apply :data:`STYLE` to matplotlib (what the banner of every notebook does)."""
     import matplotlib

@@ -136,3 +136,15 @@ def test_text_table_aligns_each_column_to_its_widest_entry():
     assert sb.text_table(("a",), iter([(1,), (22,)]), ("d",)) == " a\n 1\n22"   # rows may be an iterator
     with pytest.raises(ValueError, match="2 entries"):
         sb.text_table(("a", "b"), [(1,)], ("d", "d"))
+
+
+def test_html_table_writes_one_row_per_entry_and_marks_prose_tables():
+    """sb.html_table (chapter 6's tables): a title row and one row per entry, cells as str;
+    a table of sentences carries the CSS class that lets its cells wrap; rows may be an
+    iterator; a row that does not fit is refused."""
+    html = sb.html_table(("a", "b"), iter([(1, "x"), (2.5, "y")]))
+    assert html.count("<tr>") == 3 and "<th>b</th>" in html and "<td>2.5</td>" in html
+    assert html.startswith("<table>") and html.endswith("</table>")
+    assert sb.html_table(("a",), [("x",)], prose=True).startswith('<table class="sensbook-prose">')
+    with pytest.raises(ValueError, match="2 cells"):
+        sb.html_table(("a", "b"), [(1,)])

@@ -9,6 +9,7 @@ import math
 
 import numpy as np
 
+from ..pages import html_table
 from ..settings import check_scale, scale as current_scale
 from ..survival import fit_aft, heldout_loglik, kaplan_meier, profile_interval
 from ..volume import critical_sigma, least_squares, t_quantile
@@ -208,8 +209,7 @@ def mechanism_table(mrows, which: int = -1) -> str:
     head = ("target", "N", "learned", "LN var at eos, median over strings",
             "LN var at eos, min over strings", "β (median)", "largest eos weight",
             "seeds attending x₁")
-    out = ["<table>", "<thead><tr>" + "".join(f"<th>{h}</th>" for h in head) + "</tr></thead>",
-           "<tbody>"]
+    out = []
     for r in mrows:
         b, a = r["before"], r["after"]
         two = lambda k, f=".3g": (f"{np.median(b[k][:, which]):{f}} → "
@@ -222,8 +222,8 @@ def mechanism_table(mrows, which: int = -1) -> str:
                  f"{np.median(b['beta_median']):.0f} → {np.median(a['beta_median']):.0f}",
                  f"{np.median(top(b).max(1)):.2f} → {np.median(top(a).max(1)):.2f}",
                  f"{first:.2f}")
-        out.append("<tr>" + "".join(f"<td>{v}</td>" for v in cells) + "</tr>")
-    return "\n".join(out + ["</tbody>", "</table>"])
+        out.append(cells)
+    return html_table(head, out)
 
 
 def variance_slope(mrows, target_name: str = "PARITY", key: str = "var_min",
@@ -352,7 +352,7 @@ def support_comparison(rows, marked: str, spread: str) -> list:
     return out
 
 
-# ---- how chapter 6's pages print: numbers as text, verdicts as tables ----------------------
+# ---- how chapter 6's pages print numbers (tables: sensbook.pages.html_table) -------------
 def listed(values, fmt: str = ".3g", missing: str = "not learned") -> str:
     """``values`` as readable text, ``"0.021, 0.15, not learned"``: each number formatted
     with ``fmt``, and ``None``, inf or NaN written as ``missing`` (a censored seed, a seed
@@ -362,18 +362,6 @@ def listed(values, fmt: str = ".3g", missing: str = "not learned") -> str:
         ok = v is not None and np.isfinite(float(v))
         out.append(f"{float(v):{fmt}}" if ok else missing)
     return ", ".join(out)
-
-
-def html_table(head, rows, *, prose: bool = False) -> str:
-    """A small HTML table (for ``IPython.display.HTML``): ``head`` the column titles, ``rows``
-    lists of cells (each written with ``str``). Numbers never break over two lines (the site's
-    CSS); ``prose=True`` marks a table of sentences (a verdict table), whose cells wrap."""
-    if any(len(r) != len(head) for r in rows):
-        raise ValueError(f"html_table: every row needs {len(head)} cells (one per column)")
-    line = lambda tag, cells: "<tr>" + "".join(f"<{tag}>{c}</{tag}>" for c in cells) + "</tr>"
-    table = '<table class="sensbook-prose">' if prose else "<table>"
-    return "\n".join([table, "<thead>" + line("th", head) + "</thead>", "<tbody>"]
-                     + [line("td", r) for r in rows] + ["</tbody>", "</table>"])
 
 
 #: How a growth verdict of :func:`~sensbook.experiments.ch6_training.preferred_growth` reads.

@@ -22,6 +22,7 @@ import torch
 
 from ..boolean import TruthTable, check_n, strings
 from ..mechanism import eos_mechanism
+from ..pages import html_table
 from ..profile import sensitivity_profile, truth_table
 from ..runtime.sweep import Sweep
 from ..settings import check_scale, device as device_
@@ -435,8 +436,7 @@ def profile_table(rows, criterion: float) -> str:
     with the bound (N+1)(1 - criterion) at the target's largest N."""
     head = ("target", "lengths", "seeds", "K<sub>0</sub> ≥ 1 before", "K<sub>0</sub> ≥ 1 after",
             "distance after: learned", "distance after: censored", "bound at largest N")
-    out = ["<table>", "<thead><tr>" + "".join(f"<th>{h}</th>" for h in head) + "</tr></thead>",
-           "<tbody>"]
+    out = []
     for t in dict.fromkeys(r["target"] for r in rows):
         rs = [r for r in rows if r["target"] == t]
         dist = np.concatenate([profile_distance(r["after"], target_profile(t, r["N"]))
@@ -447,8 +447,8 @@ def profile_table(rows, criterion: float) -> str:
         cells = (rs[0]["name"], ", ".join(str(r["N"]) for r in rs), len(ok),
                  f"{k0('before'):.2f}", f"{k0('after'):.2f}", mean(ok), mean(~ok),
                  f"{accuracy_bound(max(r['N'] for r in rs), criterion):.2f}")
-        out.append("<tr>" + "".join(f"<td>{v}</td>" for v in cells) + "</tr>")
-    return "\n".join(out + ["</tbody>", "</table>"])
+        out.append(cells)
+    return html_table(head, out)
 
 
 def long_table(rows) -> str:
@@ -456,8 +456,7 @@ def long_table(rows) -> str:
     the margin min |T| and the parameter norm of the trained models (medians)."""
     head = ("target", "eps", "N", "learned", "steps: median [max]", "margin: median [min]",
             "norm of θ: median")
-    out = ["<table>", "<thead><tr>" + "".join(f"<th>{h}</th>" for h in head) + "</tr></thead>",
-           "<tbody>"]
+    out = []
     for r in rows:
         t = np.minimum(r["steps"], r["budget"])
         mx = f"{t.max():.0f}" if np.isfinite(r["steps"]).all() else "censored"
@@ -465,8 +464,8 @@ def long_table(rows) -> str:
                  f"{np.median(t):.0f} [{mx}]",
                  f"{np.median(r['margin']):.3f} [{r['margin'].min():.3f}]",
                  f"{np.median(r['theta_norm']):.1f}")
-        out.append("<tr>" + "".join(f"<td>{v}</td>" for v in cells) + "</tr>")
-    return "\n".join(out + ["</tbody>", "</table>"])
+        out.append(cells)
+    return html_table(head, out)
 
 
 def survival(rows, target_name: str) -> dict:
@@ -541,9 +540,7 @@ def table(rows) -> str:
     with the Kaplan-Meier median of the steps to learn (:func:`survival`)."""
     head = ("target", "N", "learned within budget", "steps to learn: median [min, max]",
             "budget")
-    cell = lambda v: f"<td>{v}</td>"
-    out = ["<table>", "<thead><tr>" + "".join(f"<th>{h}</th>" for h in head) + "</tr></thead>",
-           "<tbody>"]
+    out = []
     for r in rows:
         t = r["steps"]
         fin = t[np.isfinite(t)]
@@ -552,9 +549,8 @@ def table(rows) -> str:
         span = (f"{med:.0f}" if np.isfinite(med) else f"&gt; {r['budget']}") + (
             f" [{fin.min():.0f}, " + (f"{t.max():.0f}]" if np.isfinite(t.max()) else "censored]")
             if fin.size else "")
-        out.append("<tr>" + "".join(cell(v) for v in (
-            r["name"], r["N"], f"{r['learned']}/{r['seeds']}", span, r["budget"])) + "</tr>")
-    return "\n".join(out + ["</tbody>", "</table>"])
+        out.append((r["name"], r["N"], f"{r['learned']}/{r['seeds']}", span, r["budget"]))
+    return html_table(head, out)
 
 
 

@@ -427,11 +427,4 @@ def test_pages_print_numbers_as_text_and_tables_as_html():
         "1997, never, never, never, 589")
     assert ch6x.listed(np.array([0.0213, 1.5])) == "0.0213, 1.5"
     assert "np.float64" not in ch6x.listed(np.float64([0.5]))
-    html = ch6x.html_table(("a", "b"), [(1, "x"), (2.5, "y")])
-    assert html.count("<tr>") == 3 and "<th>b</th>" in html and "<td>2.5</td>" in html
-    # a table of sentences is marked so that the site's CSS lets its cells wrap
-    assert html.startswith("<table>")
-    assert ch6x.html_table(("a",), [("x",)], prose=True).startswith('<table class="sensbook-prose">')
-    with pytest.raises(ValueError, match="2 cells"):
-        ch6x.html_table(("a", "b"), [(1,)])
     assert set(ch6x.GROWTH_WORDS) == {"N", "log N", "cannot tell"}

@@ -90,6 +90,16 @@ def user_stacklevel() -> int:
     return level
 
 
+def check_not_meta(model, argument: str = "model") -> None:
+    """Refuse, at once, a module whose parameters or buffers are on the ``meta`` device (shapes
+    without values: nothing can be computed)."""
+    if isinstance(model, nn.Module) and any(t.is_meta for t in
+                                            (*model.parameters(), *model.buffers())):
+        raise ValueError(f"{argument} has parameters on the 'meta' device (shapes without "
+                         "values: nothing can be computed); load its weights first, e.g. "
+                         "model.to_empty(device='cpu') then model.load_state_dict(...)")
+
+
 def mode_dependent(model: nn.Module) -> list:
     """Names of the submodules of ``model`` in training mode whose output depends on the mode
     (dropout, batch norm, ``nn.MultiheadAttention(dropout > 0)``, ``nn.LSTM/GRU/RNN`` with
@@ -179,6 +189,7 @@ class TorchClassifier:
         if not isinstance(model, nn.Module):
             raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}; a plain "
                             "callable (B, N) -> scores needs no adapter: pass it to the profiler")
+        check_not_meta(model)
         if train not in ("eval", "error"):
             raise ValueError(f"train must be 'eval' or 'error', got {train!r}")
         if not (callable(output) or output in ("logits", "probability")):
@@ -236,10 +247,14 @@ class TorchClassifier:
 
     def _words(self, tokens):
         """The two words (bit 0, bit 1) as equal-length lists of ids: an id or a sequence."""
+        if isinstance(tokens, (torch.Tensor, np.ndarray)) and tokens.ndim in (1, 2) \
+                and not (tokens.dtype.is_floating_point if isinstance(tokens, torch.Tensor)
+                         else tokens.dtype.kind == "f"):
+            tokens = tokens.tolist()             # ids as a tensor or array: (2,) or (2, w)
         if isinstance(tokens, (str, bytes)) or not hasattr(tokens, "__len__") or len(tokens) != 2:
             raise ValueError(f"tokens must be two ids or two words of ids (bit 0, bit 1), got "
                              f"{tokens!r}")
-        words = [[self._id(t, "tokens")] if not hasattr(t, "__len__") else
+        words = [[self._id(t, "tokens")] if getattr(t, "ndim", 1) == 0 or not hasattr(t, "__len__") else
                  [self._id(i, "tokens") for i in t] for t in tokens]
         if not words[0] or len(words[0]) != len(words[1]):
             raise ValueError(f"the two words of tokens must have the same number of ids (>= 1), "
@@ -254,6 +269,10 @@ class TorchClassifier:
         """A token id: an integer in [0, config.vocab_size) (below 2^63 without a config)."""
         vocab = getattr(getattr(self.model, "config", None), "vocab_size", None)
         top = vocab if isinstance(vocab, int) and vocab > 0 else 2**63
+        if isinstance(t, (torch.Tensor, np.ndarray)) and t.ndim == 0 and not (
+                t.dtype == torch.bool or t.dtype.is_floating_point if isinstance(t, torch.Tensor)
+                else t.dtype.kind in "bfc"):
+            t = t.item()                          # a 0-d integer tensor or array
         if isinstance(t, bool) or not isinstance(t, (int, np.integer)) or not 0 <= t < top:
             allowed = f"< config.vocab_size = {vocab}" if top == vocab else "< 2^63"
             raise ValueError(f"each of {argument} must be a token id, an integer >= 0 and "
@@ -544,6 +563,7 @@ def check_mode(classifier) -> None:
     different function at every call), naming the fix."""
     if not isinstance(classifier, nn.Module):
         return
+    check_not_meta(classifier, "the classifier")
     active = mode_dependent(classifier)
     if active:
         raise ValueError(
@@ -553,8 +573,8 @@ def check_mode(classifier) -> None:
 
 
 def repeat_needed(classifier) -> bool:
-    """Whether the profilers evaluate their first chunk twice (:func:`check_repeatable`): for
-    any classifier but the adapters (the torch adapter checks its model itself), the book's
+    """Whether :class:`sensbook.labels.Evaluator` checks that calls repeat
+    (:func:`check_repeatable`): for any classifier but the adapters (the torch adapter checks its model itself), the book's
     own models (:class:`sensbook.model.ScoreModule`: no dropout, one function in either mode)
     and a module none of whose submodules is in training mode."""
     from .model import ScoreModule
@@ -565,14 +585,33 @@ def repeat_needed(classifier) -> bool:
 
 
 def check_repeatable(first: torch.Tensor, again: torch.Tensor) -> None:
-    """Refuse a classifier whose labels on the same strings differ between two calls: a module
-    in training mode with dropout in its forward, or a function wrapping one."""
+    """Refuse a classifier whose outputs (scores or labels; NaN equals NaN) on the same strings
+    differ between two calls: a module in training mode with dropout in its forward, or a
+    function wrapping one (:class:`sensbook.labels.Evaluator`)."""
     if not same_outputs(first, again):
+        a, b = torch.as_tensor(first), torch.as_tensor(again)
+        n = int(((a != b) & ~(a.isnan() & b.isnan())).sum()) if a.shape == b.shape and \
+            a.is_floating_point() else int((a != b).sum()) if a.shape == b.shape else "all"
         raise ValueError(
-            f"classifier gave different labels on two calls on the same {first.shape[-1]} strings "
-            f"({int((first != again).sum())} differ): it must compute one function. Call "
-            "model.eval() on the module it runs (dropout in training mode?), or pass the module "
-            "as sb.TorchClassifier(model), which does it")
+            f"classifier gave different outputs on two calls on the same {first.shape[-1]} "
+            f"strings ({n} differ): it must compute one function. Call model.eval() on the "
+            "module it runs (dropout in training mode?), or pass the module as "
+            "sb.TorchClassifier(model), which does it")
+
+
+def check_one_function(model, x: torch.Tensor) -> None:
+    """The checks of :class:`sensbook.labels.Evaluator` for an instrument that differentiates a
+    model instead of calling it (:func:`sensbook.top_hessian_eigenvalue`), on the strings ``x``:
+    an adapter is called once (it checks its model itself: ``eval()`` with a warning, or
+    refused); a module in training mode with dropout or batch norm is refused; a module that
+    may be random is called twice on ``x``, refused when the outputs differ."""
+    with torch.no_grad():
+        if isinstance(model, TorchClassifier):
+            model(x)
+            return
+        check_mode(model)
+        if repeat_needed(model):
+            check_repeatable(model(x), model(x))
 
 
 @contextlib.contextmanager
@@ -582,6 +621,9 @@ def explain_call(classifier, x):
     try:
         yield
     except (RuntimeError, TypeError, IndexError) as e:
+        if "meta" in str(e) and not isinstance(classifier, nn.Module):
+            raise type(e)(f"{e}\n(the classifier runs a module on the 'meta' device, shapes "
+                          "without values: load its weights first)") from e
         if isinstance(classifier, nn.Module) and any(
                 isinstance(m, nn.Embedding) for m in classifier.modules()):
             raise type(e)(f"{e}\n(the profiler passes 0/1 strings of shape (B, N) as {x.dtype}; "

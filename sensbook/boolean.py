@@ -20,9 +20,18 @@ import torch
 MAX_EXHAUSTIVE_N = 24
 
 
+def _scalar(value):
+    """A 0-d numpy array or torch tensor as the Python number it holds; anything else as is."""
+    if isinstance(value, (np.ndarray, torch.Tensor)) and value.ndim == 0:
+        return value.item()
+    return value
+
+
 def check_int(value, argument, *, minimum=None, maximum=None) -> int:
-    """An integral scalar (Python or numpy int, never bool or a float such as 2.0) in
-    ``[minimum, maximum]``, as a Python int; otherwise an error naming ``argument``."""
+    """An integral scalar (Python or numpy int or a 0-d array or tensor of one, never bool or a
+    float such as 2.0) in ``[minimum, maximum]``, as a Python int; otherwise an error naming
+    ``argument``."""
+    value = _scalar(value)
     lo = "" if minimum is None else f" >= {minimum}"
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, Integral):
         raise TypeError(f"{argument} must be an integer{lo}, got {value!r} ({type(value).__name__})")
@@ -35,8 +44,10 @@ def check_int(value, argument, *, minimum=None, maximum=None) -> int:
 
 
 def check_real(value, argument, *, minimum=None, strict=False) -> float:
-    """A finite real scalar (Python or numpy int/float, never bool) ``>= minimum`` (``>`` when
-    ``strict``), as a Python float; otherwise an error naming ``argument``."""
+    """A finite real scalar (Python or numpy int/float or a 0-d array or tensor of one, never
+    bool) ``>= minimum`` (``>`` when ``strict``), as a Python float; otherwise an error naming
+    ``argument``."""
+    value = _scalar(value)
     rel = ">" if strict else ">="
     lo = "" if minimum is None else f" {rel} {minimum}"
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, Real):

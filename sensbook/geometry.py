@@ -29,7 +29,7 @@ import torch
 
 from .adapters import Classifier
 from .boolean import check_n, check_real, check_strings, index_to_strings
-from .labels import ACCEPT, REJECT, classify
+from .labels import ACCEPT, REJECT, Evaluator, classify
 from .model import Recognizer, blowup, positional_features
 from .settings import progress as _progress
 
@@ -63,23 +63,13 @@ def _check_model(model):
     return model
 
 
-def _outputs(model, x) -> torch.Tensor:
-    """T of any classifier (a Recognizer, a :class:`sensbook.TorchClassifier`, a callable) on
-    ``x`` (B, N), as (P, B) (P = 1 for a single model)."""
-    if not callable(model):
-        raise ValueError(f"model must be a classifier (a callable on strings (B, N)), got "
-                        f"{type(model).__name__}")
-    from .adapters import explain_call, explain_output
-
-    dtype = getattr(model, "dtype", torch.float32)
-    x = x.to(dtype if isinstance(dtype, torch.dtype) else torch.float32)
-    with explain_call(model, x):
-        T = model(x)
-    if not isinstance(T, torch.Tensor) or T.shape[-1] != x.shape[0]:
-        explain_output(T, x.shape[0])
-        raise ValueError(f"model must return scores of shape (B,) or (P, B) for B={x.shape[0]} "
-                         "strings (wrap a torch model in sb.TorchClassifier)")
-    return T.reshape(-1, x.shape[0])
+def _outputs(ev, x) -> torch.Tensor:
+    """T of a classifier on ``x`` (B, N) through the boundary every instrument shares
+    (:class:`sensbook.labels.Evaluator` ``ev``), as (P, B) (P = 1 for a single model)."""
+    dt, dev = getattr(ev.classifier, "dtype", None), getattr(ev.classifier, "device", None)
+    dt = dt if isinstance(dt, torch.dtype) and dt.is_floating_point else torch.float32
+    dev = dev if isinstance(dev, (torch.device, str)) else None
+    return ev(x.to(device=dev, dtype=dt)).reshape(-1, len(x))
 
 
 def _check_int(name, v, lo=1):
@@ -209,16 +199,16 @@ def flip_influence(
     (Cor. 3.3).
     """
     x = torch.as_tensor(x).float()
-    if x.dim() != 2:
-        raise ValueError(f"x must have shape (B, N), got {tuple(x.shape)}")
+    if x.dim() != 2 or not len(x):
+        raise ValueError(f"x must have shape (B, N) with B >= 1 strings, got {tuple(x.shape)}")
     bits = torch.arange(x.shape[1]) if bits is None else torch.as_tensor(bits)
-    chunk = _check_int("chunk", chunk)
-    out = []
+    chunk, ev, out = _check_int("chunk", chunk), Evaluator(model, "model"), []
     for a in range(0, x.shape[0], chunk):
         xs = with_flips(x[a : a + chunk], bits)  # (b, 1+k, N)
         b, k1, N = xs.shape
-        T = _outputs(model, xs.reshape(b * k1, N)).reshape(-1, b, k1)
+        T = _outputs(ev, xs.reshape(b * k1, N)).reshape(-1, b, k1)
         out.append((T[..., 1:] - T[..., :1]).abs())
+    ev.check()
     return torch.cat(out, dim=1)
 
 
@@ -242,7 +232,7 @@ def output_table(
     torch.Tensor
         Shape ``(P, 2**N)`` (P = 1 for a single model).
     """
-    N = check_n(N, maximum=20)
+    N, ev = check_n(N, maximum=20), Evaluator(model, "model")
     if chunk is None:
         est = getattr(model, "memory_per_string", None)
         chunk = max(1, int(256 * 2**20 // (est(N) if callable(est) else 64 * (N + 1))))
@@ -250,7 +240,8 @@ def output_table(
     parts = []
     for a in range(0, 2**N, chunk):
         idx = torch.arange(a, min(a + chunk, 2**N))
-        parts.append(_outputs(model, index_to_strings(idx, N)))
+        parts.append(_outputs(ev, index_to_strings(idx, N)))
+    ev.check()
     return torch.cat(parts, dim=-1)
 
 

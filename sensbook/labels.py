@@ -10,9 +10,11 @@ from __future__ import annotations
 import math
 import warnings
 
+import numpy as np
 import torch
 
-from .adapters import user_stacklevel
+from .adapters import (check_mode, check_repeatable, explain_call, explain_output, repeat_needed,
+                       user_stacklevel)
 from .boolean import check_real
 
 REJECT, ACCEPT, UNDECIDED, NONFINITE = 0, 1, -1, -2
@@ -119,6 +121,7 @@ class _FloatLabels:
         self.lo, self.hi = math.inf, -math.inf
 
     def see(self, out: torch.Tensor):
+        out = out.detach()
         if out.is_floating_point() and out.numel():
             lo, hi = (float(v) for v in torch.aminmax(out))
             if not (math.isfinite(lo) and math.isfinite(hi)):     # rare: NaN/inf outputs
@@ -156,3 +159,85 @@ def _check_margin(margin, dtype=None):
             raise ValueError(f"margin must be a finite number >= 0 or 'auto', got {margin!r}")
         return margin if dtype is None else rounding_margin(dtype)
     return check_real(margin, "margin", minimum=0)
+
+
+#: Strings of the later calls that :class:`Evaluator` evaluates twice (calls 1, 2, 4, 8, ...).
+REPEAT_STRINGS = 16
+
+
+class Evaluator:
+    """The one boundary between every instrument and a classifier: what each instrument that
+    evaluates one (the profilers, :func:`sensbook.accuracy`, :func:`sensbook.min_margin`,
+    :func:`sensbook.output_table`, :func:`sensbook.flip_influence`, :func:`sensbook.agreement`)
+    calls instead of calling it, with the same checks and the same errors.
+
+    Parameters
+    ----------
+    classifier : callable
+        Strings (B, N) to labels or scores (B,) or (*pop, B).
+    argument : str
+        The argument's name in the errors.
+
+    Notes
+    -----
+    At once: a callable; a ``torch.nn.Module`` in training mode with dropout or batch norm is
+    refused (``sb.TorchClassifier`` switches it to ``eval()`` with a warning). On every call:
+    the output is a tensor (or array) of labels or real scores of shape (B,) or (..., B); a
+    ``ModelOutput``, a tuple, (B, 1), (B, 2) or (B, C) is refused naming the fix. Over all
+    calls (:meth:`check`): float outputs that are only 0.0 and 1.0 are refused, outputs all
+    in [0, 1] (probabilities read as scores) warned about. The repeat check, for a classifier
+    that may be random (any but the adapters, sensbook's own models, and modules none of whose
+    submodules is in training mode): the first call is made twice and its outputs compared
+    exactly (scores, not labels: NaN equals NaN), and so are two calls on the first
+    ``REPEAT_STRINGS`` strings of calls 1, 2, 4, 8, ...; two different outputs are refused.
+    What it can miss: randomness that leaves those outputs bit-identical (a random branch that
+    these strings never take, a tiny dropout rate on a few units, a function that changes only
+    after some call that is not checked).
+    """
+
+    def __init__(self, classifier, argument: str = "classifier"):
+        if not callable(classifier):
+            raise TypeError(f"{argument} must be a classifier (a callable on 0/1 strings (B, N) "
+                            f"returning labels or scores: a function, a torch.nn.Module, "
+                            f"sb.TorchClassifier, sb.SklearnClassifier, sb.Recognizer), got "
+                            f"{type(classifier).__name__}")
+        check_mode(classifier)
+        self.classifier, self.calls, self.seen = classifier, 0, _FloatLabels()
+        self.repeat = repeat_needed(classifier)
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        """The checked output (*pop, B) on the strings ``x`` (B, N)."""
+        out = self._call(x)
+        if self.repeat and self.calls & (self.calls - 1) == 0:    # calls 0, 1, 2, 4, 8, ...
+            if self.calls == 0:
+                check_repeatable(out, self._call(x))
+            else:
+                k = min(len(x), REPEAT_STRINGS)
+                check_repeatable(self._call(x[:k]), self._call(x[:k]))
+        self.calls += 1
+        self.seen.see(out)
+        return out
+
+    def _call(self, x):
+        B = x.shape[0]
+        with explain_call(self.classifier, x):
+            out = self.classifier(x)
+        if not isinstance(out, torch.Tensor):
+            explain_output(out, B)
+            arr = None if out is None or isinstance(out, (str, bytes)) else np.asarray(out)
+            if arr is None or arr.dtype.kind not in "biuf":
+                raise TypeError(
+                    f"the classifier must return a tensor (or array) of labels (bool, 0/1 "
+                    f"integers) or real scores, of shape (B,) or (..., B); it returned "
+                    f"{type(out).__name__}{'' if arr is None else f' of dtype {arr.dtype}'}: "
+                    f"{str(out)[:60]!r}")
+            out = torch.as_tensor(arr)
+        explain_output(out, B)
+        if out.dim() == 0 or out.shape[-1] != B:
+            raise ValueError(f"the classifier must map strings of shape (B, N) to outputs of "
+                             f"shape (B,) or (..., B); got {tuple(out.shape)} for B={B}")
+        return out
+
+    def check(self) -> None:
+        """After the last call: refuse float labels, warn about probabilities (all calls)."""
+        self.seen.check(self.classifier)

@@ -12,10 +12,28 @@ from __future__ import annotations
 
 import torch
 
+from .adapters import check_not_meta
+from .boolean import check_int, check_memory_mb, check_strings
 from .model import Recognizer
+from .settings import default_memory_mb
 
 
-def eos_mechanism(model: Recognizer, x, *, chunk: int = 4096) -> dict:
+def _kept_bytes(model: Recognizer) -> int:
+    """Bytes kept per string of ``x`` over the whole call: float64 variances (2L), beta, the
+    largest attention weight and where it points (L H each), for every model."""
+    return model.P * (2 * model.L + 1 + 2 * model.L * model.H) * 8
+
+
+def _chunk_bytes(model: Recognizer, N: int) -> int:
+    """Bytes one string costs while its chunk is processed: the forward's activations
+    (:meth:`Recognizer.memory_per_string`), the trace's variances and z (P, 2L, N+1) and the
+    eos attention's scores, weights and their float64 copy (P, L, H, N+1)."""
+    S = N + 1
+    return model.memory_per_string(N) + model.P * S * (4 * model.L + 4 * model.L * model.H) * 8
+
+
+def eos_mechanism(model: Recognizer, x, *, chunk: int | None = None,
+                  memory_mb: float | None = None) -> dict:
     r"""The layer-norm variances, blowup and attention at eos, per model, over a set of strings.
 
     Parameters
@@ -23,9 +41,14 @@ def eos_mechanism(model: Recognizer, x, *, chunk: int = 4096) -> dict:
     model : Recognizer
         A population of P models.
     x : torch.Tensor
-        0/1 strings ``(B, N)``.
-    chunk : int
-        Strings processed at a time; the statistics are over all of them.
+        0/1 strings ``(B, N)``, B >= 1.
+    chunk : int, optional
+        The most strings processed at a time (also capped by ``memory_mb``); the statistics
+        are over all of them.
+    memory_mb : float, optional
+        MiB the call may use (default: ``sensbook.settings.default_memory_mb``): what is kept
+        per string of ``x`` (:func:`_kept_bytes`) plus one chunk's work; a request that cannot
+        fit is refused before any work, naming what it needs.
 
     Returns
     -------
@@ -38,33 +61,54 @@ def eos_mechanism(model: Recognizer, x, *, chunk: int = 4096) -> dict:
         * ``beta_median`` ``(P,)``: the median cumulative blowup :math:`\beta` (Lemma 2.9);
         * ``att_max`` ``(P, L, H)``: the median over strings of the eos query's largest
           attention weight, per layer and head; ``att_where`` ``(P, L, H)``: the position it
-          points to most often (0-based: 0 is :math:`x_1`, N is eos) and ``att_share``
-          ``(P, L, H)``: on what share of the strings it points there.
+          points to most often (0-based: 0 is :math:`x_1`, N is eos; -1 when it points to
+          none) and ``att_share`` ``(P, L, H)``: on what share of all the strings it points
+          there. A string points to a position only when that position's weight is finite and
+          larger than every other: a row of NaN weights (a zero-variance layer norm at
+          :math:`\varepsilon = 0`) or a tie (uniform attention) points nowhere.
     """
     if not isinstance(model, Recognizer):
         raise TypeError(f"model must be a Recognizer, got {type(model).__name__}")
-    x = torch.as_tensor(x)
+    check_not_meta(model)
+    x = check_strings(torch.as_tensor(x))
     if x.dim() != 2 or len(x) == 0:
         raise ValueError(f"x must be a non-empty (B, N) batch of strings, got shape "
                          f"{tuple(x.shape)}")
-    if not (isinstance(chunk, int) and chunk >= 1):
-        raise ValueError(f"chunk must be a positive int, got {chunk!r}")
-    var, beta, wmax, where = [], [], [], []
-    for a in range(0, len(x), chunk):
+    B, N = x.shape
+    budget = check_memory_mb(default_memory_mb(model.device) if memory_mb is None else memory_mb)
+    budget *= 2**20
+    kept, one = _kept_bytes(model) * B, _chunk_bytes(model, N)
+    if kept + one > budget:
+        raise ValueError(f"memory_mb={budget / 2**20:g} is too small: eos_mechanism keeps "
+                         f"{kept / 2**20:,.1f} MiB for B={B} strings and needs "
+                         f"{one / 2**20:,.3f} MiB more a string at work; raise memory_mb to at "
+                         f"least {(kept + one) / 2**20:,.1f} or pass fewer strings")
+    fit = int((budget - kept) // one)
+    chunk = fit if chunk is None else min(check_int(chunk, "chunk", minimum=1), fit)
+    S, P, L, H = N + 1, model.P, model.L, model.H
+    var, beta, wmax = [], [], []
+    counts = torch.zeros(P * L * H * (S + 1), dtype=torch.int64)
+    slot = torch.arange(P * L * H).reshape(P, 1, L, H) * (S + 1)
+    for a in range(0, B, chunk):
         xs = x[a:a + chunk]
         _, tr = model.trace(xs)
         var.append(tr.variances[..., -1].double().cpu())         # (P, b, 2L): eos
         beta.append(tr.beta.double().cpu())
-        w = model.eos_attention(xs)[1].double().cpu()             # (P, b, L, H, N+1)
+        del tr
+        w = model.eos_attention(xs)[1].double().cpu()             # (P, b, L, H, S)
         m, i = w.max(-1)
+        second = w.topk(2, -1).values[..., 1]                     # S >= 2
+        # a position is pointed to only by a finite weight above every other (no tie, no NaN)
+        ok = torch.isfinite(m) & (m > second)
+        i = torch.where(ok, i, S)                                 # S: "nowhere"
+        counts += torch.bincount((slot + i).flatten(), minlength=len(counts))
         wmax.append(m)
-        where.append(i)
-    var, beta = torch.cat(var, 1), torch.cat(beta, 1)
-    wmax, where = torch.cat(wmax, 1), torch.cat(where, 1)         # (P, B, L, H)
-    S = x.shape[1] + 1
-    counts = torch.nn.functional.one_hot(where, S).sum(1)         # (P, L, H, S)
+        del w
+    var, beta, wmax = torch.cat(var, 1), torch.cat(beta, 1), torch.cat(wmax, 1)
+    counts = counts.reshape(P, L, H, S + 1)[..., :S]              # (P, L, H, S)
     top, pos = counts.max(-1)
+    pos = torch.where(top > 0, pos, -1)
     return dict(var_median=var.median(1).values.numpy(), var_min=var.amin(1).numpy(),
                 beta_median=beta.median(1).values.numpy(),
                 att_max=wmax.median(1).values.numpy(), att_where=pos.numpy(),
-                att_share=(top.double() / len(x)).numpy())
+                att_share=(top.double() / B).numpy())

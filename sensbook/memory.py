@@ -19,14 +19,18 @@ PROBE_STRINGS, PROBE_FACTOR, RESIDENT_FACTOR = 8, 3, 2
 #: a string for an MLPClassifier of width 4,096, 256 strings its 32 KiB.
 SKLEARN_PROBE_STRINGS = 256
 
+class _OverBudget(Exception):
+    """Raised by a probe as soon as the tensors it counts pass its limit (bytes: args[0])."""
+
+
 class _PeakTensors(torch.utils._python_dispatch.TorchDispatchMode):
     """Counts the bytes of the tensors every operation allocates, while they live: the peak of
     that count is the memory a forward pass needs beyond its inputs and parameters (any device)."""
 
-    def __init__(self):
+    def __init__(self, limit=None):
         super().__init__()
         self.live = self.peak = 0
-        self.seen = {}
+        self.seen, self.limit = {}, limit
 
     def _free(self, key):
         entry = self.seen[key]
@@ -44,6 +48,8 @@ class _PeakTensors(torch.utils._python_dispatch.TorchDispatchMode):
                     self.seen[key] = [t.untyped_storage().nbytes(), 0]
                     self.live += self.seen[key][0]
                     self.peak = max(self.peak, self.live)
+                    if self.limit is not None and self.peak > self.limit:
+                        raise _OverBudget(self.peak)
                 self.seen[key][1] += 1      # views share the storage: freed with the last
                 weakref.finalize(t, self._free, key)
         return out
@@ -65,11 +71,23 @@ def _kib(field: str) -> int:
         return next(int(line.split()[1]) for line in f if line.startswith(field))
 
 
+#: Seconds between two reads of the resident set while a probe call runs (see
+#: :func:`measure_resident_bytes`).
+RESIDENT_POLL = 2e-4
+
+
 def measure_resident_bytes(fn: Callable, *args, device=None) -> int:
     """What one call ``fn(*args)`` adds at its peak to the memory in use, measured: on CUDA the
-    allocator's peak above its start; on Linux the rise of the process's peak resident set
-    size (reset through ``/proc/self/clear_refs``), which sees the buffers of fused kernels that
-    no tensor count does; 0 where neither can be read. Call it after a warm-up call."""
+    allocator's peak above its start; on Linux the rise of the process's resident set, which
+    sees the buffers of fused kernels that no tensor count does; 0 where neither can be read.
+    Call it after a warm-up call.
+
+    Nothing the caller counts is reset: when the call raises the process's peak resident size
+    (``VmHWM``), the rise is read from it exactly; when an earlier peak was higher, from a
+    thread that reads ``VmRSS`` every ``RESIDENT_POLL`` seconds during the call (a spike
+    shorter than that can be missed; the tensor count of :func:`measure_peak_bytes` covers
+    what tensors allocate). On CUDA the allocator's peak statistics are reset (as
+    ``torch.cuda.reset_peak_memory_stats`` does), as before."""
     if device is not None and torch.device(device).type == "cuda":
         torch.cuda.synchronize(device)
         base = torch.cuda.memory_allocated(device)
@@ -77,15 +95,33 @@ def measure_resident_bytes(fn: Callable, *args, device=None) -> int:
         fn(*args)
         torch.cuda.synchronize(device)
         return max(0, torch.cuda.max_memory_allocated(device) - base)
+    import threading
+
     try:
         trim_memory()
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")                                # the peak RSS := the current RSS
-        base = _kib("VmRSS")
-        fn(*args)
-        return max(0, (_kib("VmHWM") - base) * 1024)
-    except (OSError, StopIteration, ValueError):           # not Linux, or not allowed
+        base, hwm = _kib("VmRSS"), _kib("VmHWM")
+    except (OSError, StopIteration, ValueError):           # not Linux
         return 0
+    seen, done = [base], threading.Event()
+
+    def poll():
+        while not done.wait(RESIDENT_POLL):
+            try:
+                seen[0] = max(seen[0], _kib("VmRSS"))
+            except (OSError, StopIteration, ValueError):   # pragma: no cover - /proc vanished
+                return
+
+    watcher = threading.Thread(target=poll, daemon=True)
+    watcher.start()
+    try:
+        fn(*args)
+        top = _kib("VmRSS")
+    finally:
+        done.set()
+        watcher.join()
+    new_hwm = _kib("VmHWM")
+    peak = new_hwm if new_hwm > hwm else max(seen[0], top)
+    return max(0, (peak - base) * 1024)
 
 
 def probe_bytes(fn: Callable, N: int, *, dtype=torch.float32, device=None, limit=None,
@@ -99,11 +135,17 @@ def probe_bytes(fn: Callable, N: int, *, dtype=torch.float32, device=None, limit
     def per_string(k):
         x = torch.zeros(k, N, dtype=dtype, device=device)
         x[::2] = 1
-        counted = PROBE_FACTOR * measure_peak_bytes(fn, x)       # also the warm-up call
+        try:                                 # also the warm-up call; stopped past the limit
+            counted = PROBE_FACTOR * measure_peak_bytes(
+                fn, x, limit=None if limit is None or not count else limit / PROBE_FACTOR)
+        except _OverBudget as e:             # at least this much: over the limit, refused
+            return int(PROBE_FACTOR * e.args[0] / k) + 1
         resident = RESIDENT_FACTOR * measure_resident_bytes(fn, x, device=device)
         return int(max(counted if count else 0, resident) / k) + 1
 
     one = per_string(1)
+    if limit is not None and one > limit:
+        return one
     k = strings if limit is None else min(strings, int(limit // one))
     return one if k <= 1 else per_string(k)
 
@@ -111,10 +153,21 @@ def probe_bytes(fn: Callable, N: int, *, dtype=torch.float32, device=None, limit
 _MEASURED: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
-def callable_bytes(classifier, N: int, dtype=torch.float32, device=None, limit=None) -> int:
+def _out_of_memory(e: BaseException) -> bool:
+    return isinstance(e, MemoryError) or isinstance(e, RuntimeError) and (
+        "out of memory" in str(e) or "can't allocate memory" in str(e))
+
+
+def callable_bytes(classifier, N: int, dtype=torch.float32, device=None,
+                   limit=None) -> int | None:
     """What one string costs in a call of a classifier without ``memory_per_string`` (a plain
-    function, a module), measured by :func:`probe_bytes` once per classifier and N; 0 when the
-    probe call fails (the profiler's own call then says why)."""
+    function, a module), measured by :func:`probe_bytes` once per classifier and N.
+
+    A failed probe is never read as free: a probe that runs out of memory is a ValueError
+    (one string does not fit); one that fails otherwise returns None, and the caller
+    (``sensbook.profile``) calls the classifier on one string, so that its own error is
+    raised at once, or, when that call succeeds (only the measuring failed), takes one string
+    to cost the whole budget."""
     try:
         cache = _MEASURED.setdefault(classifier, {})
     except TypeError:                                   # not weakly referable: not cached
@@ -124,12 +177,16 @@ def callable_bytes(classifier, N: int, dtype=torch.float32, device=None, limit=N
         try:
             with torch.no_grad():
                 cache[k] = probe_bytes(classifier, N, dtype=dtype, device=device, limit=limit)
-        except Exception:                               # noqa: BLE001 - reported by the real call
-            return 0
+        except Exception as e:                          # noqa: BLE001 - told apart below
+            if _out_of_memory(e):
+                raise ValueError(f"one string of length N={N} does not fit in memory: the "
+                                 f"classifier ran out of memory on a probe of one string "
+                                 f"({type(e).__name__}: {str(e)[:120]})") from None
+            return None
     return cache[k]
 
 
-def measure_peak_bytes(fn: Callable, *args) -> int:
+def measure_peak_bytes(fn: Callable, *args, limit: float | None = None) -> int:
     """The peak bytes of the tensors ``fn(*args)`` allocates while they are alive.
 
     Parameters
@@ -138,6 +195,9 @@ def measure_peak_bytes(fn: Callable, *args) -> int:
         The computation to measure, e.g. a classifier.
     *args
         Its arguments, e.g. a batch of strings.
+    limit : float, optional
+        Bytes: the call is stopped (an internal exception) as soon as the tensors alive pass
+        it, so a probe never runs a call far past a budget.
 
     Returns
     -------
@@ -149,7 +209,7 @@ def measure_peak_bytes(fn: Callable, *args) -> int:
     Counted per operation through a dispatch mode, on any device; parameters and inputs are
     not counted.
     """
-    counter = _PeakTensors()
+    counter = _PeakTensors(limit)
     with counter:
         out = fn(*args)
     del out

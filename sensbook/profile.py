@@ -26,13 +26,12 @@ import warnings
 import numpy as np
 import torch
 
-from .adapters import (Classifier, SklearnClassifier, TorchClassifier, check_mode,
-                       check_repeatable, explain_call, explain_output, repeat_needed)
+from .adapters import Classifier, SklearnClassifier, TorchClassifier, explain_call
 from .adapters import ADAPTERS, callable_bytes, trim_memory, user_stacklevel
 from .boolean import (MAX_EXHAUSTIVE_N, MAX_MEMORY_MB, _check_positions, _positions, check_int,
                       check_memory_mb, check_n, check_seed, index_to_strings)
 from .profiles import Profile, provenance
-from .labels import ACCEPT, NONFINITE, UNDECIDED, _check_margin, _FloatLabels, classify
+from .labels import ACCEPT, NONFINITE, UNDECIDED, Evaluator, _check_margin, classify
 from .labels import LABELS, REJECT, ROUNDING_ULPS, rounding_margin  # noqa: F401  (were here)
 from .settings import check_device, default_memory_mb, progress as _progress
 
@@ -46,7 +45,6 @@ def _where(classifier, device, dtype):
         raise ValueError(f"dtype must be a floating torch dtype (e.g. torch.float64) or torch."
                          f"long/int32 for 0/1 ids, got {dtype!r}; for other token ids use "
                          "sb.TorchClassifier(model, tokens=(id0, id1))")
-    check_mode(classifier)
     if device is None or dtype is None:
         p = None
         if isinstance(classifier, torch.nn.Module):
@@ -78,7 +76,13 @@ def _string_bytes(classifier, N, dtype=torch.float32, device=None, limit=None) -
     measured (:func:`sensbook.memory.callable_bytes`), and at least 64 (N+1) bytes."""
     est = getattr(classifier, "memory_per_string", None)
     if not callable(est):
-        return max(64 * (N + 1), callable_bytes(classifier, N, dtype, device, limit))
+        measured = callable_bytes(classifier, N, dtype, device, limit)
+        if measured is None:                # the probe failed: never read as free
+            x = torch.zeros(1, N, dtype=dtype, device=device)
+            with torch.no_grad(), explain_call(classifier, x):
+                classifier(x)               # the classifier's own error, at once
+            measured = MAX_MEMORY_MB * 2**20 if limit is None else limit   # one string a call
+        return max(64 * (N + 1), int(measured))
     elt = torch.finfo(dtype).bits // 8 if dtype.is_floating_point else 8
     est = est(N, limit=limit) if isinstance(classifier, ADAPTERS) else est(N)
     return int(est) + 16 + (8 + elt) * N + _population(classifier) * (2 * elt + 16)
@@ -122,6 +126,12 @@ def check_budget(classifier, N, memory_mb, chunk_size, dtype, *, extra_per_strin
     ``chunk_size``) does not fit the budget."""
     memory_mb = check_memory_mb(memory_mb)
     budget = memory_mb * 2**20
+    elt = torch.finfo(dtype).bits // 8 if dtype.is_floating_point else 8
+    if elt * N > budget:                    # before any allocation: the input alone
+        raise ValueError(f"memory_mb={memory_mb:g} is too small: one string of length N={N} "
+                         f"alone needs {_mib(elt * N)} as {dtype} ({elt} bytes a bit), before "
+                         f"the classifier runs; raise memory_mb above {elt * N / 2**20:,.1f} "
+                         "or use a smaller N")
     one = _string_bytes(classifier, N, dtype, device, limit=budget) + extra_per_string
     if one > budget:
         raise ValueError(f"memory_mb={memory_mb:g} is too small: one string of length N={N} needs "
@@ -155,30 +165,9 @@ def _check_table_fits(nbytes, device):
 
 
 @torch.no_grad()
-def _evaluate(classifier, x, margin, B, labels: _FloatLabels | None = None, repeat=False):
-    with explain_call(classifier, x):
-        out = classifier(x)
-    if not isinstance(out, torch.Tensor):
-        explain_output(out, B)
-        arr = None if out is None or isinstance(out, (str, bytes)) else np.asarray(out)
-        if arr is None or arr.dtype.kind not in "biuf":
-            raise TypeError(
-                f"the classifier must return a tensor (or array) of labels (bool, 0/1 integers) "
-                f"or real scores, of shape (B,) or (..., B); it returned {type(out).__name__}"
-                f"{'' if arr is None else f' of dtype {arr.dtype}'}: {str(out)[:60]!r}")
-        out = torch.as_tensor(arr)
-    explain_output(out, B)
-    if out.dim() == 0 or out.shape[-1] != B:
-        raise ValueError(
-            f"the classifier must map strings of shape (B, N) to outputs of shape (B,) or (..., B); "
-            f"got {tuple(out.shape)} for B={B}"
-        )
-    if labels is not None:
-        labels.see(out)
-    lab = classify(out, margin)
-    if repeat and repeat_needed(classifier):       # evaluated twice: refused when labels differ
-        check_repeatable(lab, _evaluate(classifier, x, margin, B))
-    return lab
+def _evaluate(evaluator: Evaluator, x, margin):
+    """Labels of the strings ``x`` through the boundary every instrument shares."""
+    return classify(evaluator(x), margin)
 
 
 @torch.no_grad()
@@ -221,21 +210,21 @@ def truth_table(classifier: Classifier, N: int, *, margin: float | str = 0.0, de
     """
     N = check_n(N, maximum=MAX_EXHAUSTIVE_N)
     margin = _check_margin(margin)
+    ev = Evaluator(classifier)
     device, dtype = _where(classifier, device, dtype)
     memory_mb = default_memory_mb(device) if memory_mb is None else memory_mb
     _check_table_fits(_population(classifier) * 2**N, device)
     step = check_budget(classifier, N, memory_mb, chunk_size, dtype, device=device)
-    table, labels = None, _FloatLabels()
+    table = None
     starts = range(0, 2**N, step)
     for a in _progress(starts, desc=f"truth table N={N}", disable=not progress):
         idx = torch.arange(a, min(a + step, 2**N), device=device)
-        lab = _evaluate(classifier, index_to_strings(idx, N, dtype=dtype), margin, len(idx),
-                        labels, repeat=a == 0)
+        lab = _evaluate(ev, index_to_strings(idx, N, dtype=dtype), margin)
         if table is None:                   # one allocation: no list of parts, no copy at the end
             _check_table_fits(lab[..., :1].numel() * 2**N, device)
             table = torch.empty((*lab.shape[:-1], 2**N), dtype=torch.int8, device=lab.device)
         table[..., a:a + len(idx)] = lab
-    labels.check(classifier)
+    ev.check()
     return table
 
 
@@ -418,8 +407,10 @@ def sampled_profile(classifier: Classifier, N: int, n_samples: int, *,
     n_samples = check_int(n_samples, "n_samples", minimum=1)
     margin = _check_margin(margin)
     seed = check_seed(seed)
-    cols = list(range(N)) if bits is None else _positions(_check_positions(bits, "bits"), N)
-    m = len(cols)
+    # no Python list of N positions (N = 10**9 is refused by its memory, not by a MemoryError)
+    cols = None if bits is None else _positions(_check_positions(bits, "bits"), N)
+    m = N if cols is None else len(cols)
+    ev = Evaluator(classifier)
     device, dtype = _where(classifier, device, dtype)
     memory_mb = default_memory_mb(device) if memory_mb is None else memory_mb
     P = _population(classifier)
@@ -429,9 +420,9 @@ def sampled_profile(classifier: Classifier, N: int, n_samples: int, *,
     block = max(1, step // (m + 1))                         # sampled strings drawn at once
     g = torch.Generator(device="cpu").manual_seed(seed)
     counts = und = nonf = inc = acc = 0
-    labels = _FloatLabels()
     # column flipped by row j of an item: -1 for the string itself, then the m positions
-    col = torch.tensor([-1] + cols, device=device)
+    col = torch.arange(-1, N, device=device) if cols is None else \
+        torch.tensor([-1] + cols, device=device)
     for a in _progress(range(0, n_samples, block), desc=f"sampled profile N={N}", disable=not progress):
         n = min(block, n_samples - a)
         x = torch.randint(0, 2, (n, N), generator=g) if sampler is None else _drawn(sampler, n, N, g)
@@ -445,7 +436,7 @@ def sampled_profile(classifier: Classifier, N: int, n_samples: int, *,
             rows, cc = torch.arange(len(r), device=device), c.clamp(min=0)
             v = xs[rows, cc]
             xs[rows, cc] = torch.where(c >= 0, 1 - v, v)  # flip without a mask (no host sync)
-            lab = _evaluate(classifier, xs, margin, len(r), labels, repeat=a + r0 == 0)
+            lab = _evaluate(ev, xs, margin)
             del xs
             if labs is None:
                 labs = torch.empty((*lab.shape[:-1], total), dtype=torch.int8, device=lab.device)
@@ -461,7 +452,7 @@ def sampled_profile(classifier: Classifier, N: int, n_samples: int, *,
         inc = inc + (decided & bad_nb).sum(-1)
         acc = acc + (base == ACCEPT).sum(-1)
         del labs, base, nbs, s
-    labels.check(classifier)
+    ev.check()
     return _warn_if_mostly_undecided(Profile(N, False, n_samples, counts, und, nonf, inc, acc))
 
 
@@ -470,7 +461,14 @@ def _drawn(sampler, n, N, g) -> torch.Tensor:
     if not callable(sampler):
         raise TypeError(f"sampler must be a callable (n, generator) -> strings (n, N), got "
                         f"{type(sampler).__name__}")
-    x = torch.as_tensor(sampler(n, g))
+    out = sampler(n, g)
+    try:
+        x = None if out is None or isinstance(out, (str, bytes)) else torch.as_tensor(out)
+    except (TypeError, ValueError, RuntimeError):
+        x = None
+    if x is None or x.is_complex():
+        raise TypeError(f"sampler must return {n} strings of 0/1 as a tensor or array of shape "
+                        f"({n}, {N}); it returned {type(out).__name__}: {str(out)[:40]!r}")
     if x.shape != (n, N) or (x.numel() and not bool(((x == 0) | (x == 1)).all())):
         raise ValueError(f"sampler must return {n} strings of 0/1 of shape ({n}, {N}); it "
                          f"returned shape {tuple(x.shape)}"
@@ -518,8 +516,9 @@ def sensitivity_profile(classifier: Classifier, N: int, *, margin: float | str =
     float32) on ``device``. Probabilities need their threshold subtracted (an output all in
     [0, 1] warns, unless the classifier has ``returns_scores = True``, as sensbook's models
     do). A classifier must compute one function: a module in training mode with dropout is
-    refused, and the first chunk is evaluated twice (a function wrapping such a module is
-    refused when labels differ).
+    refused, and a classifier that may be random is called twice on the same strings (the
+    first chunk, and the first strings of chunks 1, 2, 4, 8, ...) and refused when its outputs
+    differ (:class:`sensbook.labels.Evaluator` says exactly what this check can miss).
 
     Memory: at most ``memory_mb`` (default 256) beyond the truth table of an exhaustive
     profile; requests that cannot fit are refused before any work. The strings per call are

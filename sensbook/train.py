@@ -38,7 +38,8 @@ import torch.nn.functional as Fn
 from .boolean import (MAX_EXHAUSTIVE_N, PARITY, BooleanFunction, check_int, check_n, check_real,
                       index_to_strings)
 from .boolean import target  # noqa: F401  (the chapters import it from here)
-from .adapters import Classifier
+from .adapters import Classifier, check_one_function
+from .labels import Evaluator
 from .model import INITS, Recognizer
 from .settings import check_device
 
@@ -313,15 +314,14 @@ def accuracy(model: Classifier, f: BooleanFunction, N: int, *, n_test: int | Non
         pool = held_out_strings(N, int(n_test), seed=seed)
         total = int(n_test)
         xs = lambda a, b: pool[a:b]
-    P = _population_axis(model) or 1
-    dev, dt = _where(model)
-    right = torch.zeros(P, dtype=torch.float64)
-    bad = torch.zeros(P, dtype=torch.int64)
+    P, ev, chunk = _population_axis(model) or 1, Evaluator(model, "model"), check_int(chunk, "chunk", minimum=1)
+    (dev, dt), right, bad = _where(model), torch.zeros(P, dtype=torch.float64), torch.zeros(P).long()
     for a in range(0, total, chunk):
         x = xs(a, min(a + chunk, total)).to(dev, dt)
-        T = torch.as_tensor(model(x)).reshape(P, -1)
+        T = ev(x).reshape(P, -1)
         bad += (~torch.isfinite(T.float())).sum(-1).cpu()
         right += ((T > 0) == f(x).unsqueeze(0)).sum(-1).double().cpu()
+    ev.check()
     if bad.any():
         which = {int(p): int(bad[p]) for p in torch.nonzero(bad).flatten()}
         raise ValueError(f"model output is NaN or infinite (model: number of strings) {which}; "
@@ -584,7 +584,7 @@ def top_hessian_eigenvalue(model, f: BooleanFunction, x, *, loss: str = "logisti
     tol = check_real(tol, "tol", minimum=0)
     dev, dt = _where(model)
     x = torch.as_tensor(x).to(device=dev, dtype=dt)
-    y = f(x)
+    y, _ = f(x), check_one_function(adapter or model, x)
     params = {k: v.detach() for k, v in model.named_parameters()}
     P = _population_axis(model) or 1
     g = torch.Generator().manual_seed(int(seed))
@@ -637,9 +637,9 @@ def min_margin(model: Classifier, x) -> np.ndarray:
     if x.dim() < 2 or x.shape[-2] == 0:
         raise ValueError(f"x must hold at least one string, shape (B, N) with B >= 1, got "
                          f"{tuple(x.shape)}: the smallest |T| over no strings is undefined")
-    dev, dt = _where(model)
-    x = x.to(device=dev, dtype=dt)
-    T = torch.as_tensor(model(x))
+    (dev, dt), ev = _where(model), Evaluator(model, "model")
+    T = ev(x := x.to(device=dev, dtype=dt))
+    ev.check()
     if not T.is_floating_point():
         raise ValueError("the model returned labels, not scores: a margin needs scores T (e.g. "
                          "sb.SklearnClassifier(est, method='decision_function') or "

@@ -24,6 +24,7 @@ import torch
 
 from .boolean import MAX_EXHAUSTIVE_N, check_n, index_to_strings, strings
 from .model import Recognizer
+from .labels import Evaluator
 from .profile import classify, profile_from_table, truth_table
 from .profiles import wilson_interval
 from .settings import progress as _progress
@@ -155,10 +156,7 @@ def agreement(model, f, N: int, *, margin: float = 0.0, n_samples: int | None = 
     """
     N = check_n(N)
     chunk_size = _check_pos_int(chunk_size, "chunk_size")
-    if not callable(model):
-        raise TypeError(f"model must be a classifier (a sb.Recognizer, an adapter such as "
-                        f"sb.TorchClassifier, or a callable on strings (B, N)), got "
-                        f"{type(model).__name__}")
+    ev = Evaluator(model, "model")
     dev = getattr(model, "device", None) or "cpu"
     dt = getattr(model, "dtype", None)
     dt = dt if isinstance(dt, torch.dtype) and dt.is_floating_point else torch.float32
@@ -176,7 +174,7 @@ def agreement(model, f, N: int, *, margin: float = 0.0, n_samples: int | None = 
     count_w = torch.zeros(N + 1, dtype=torch.int64)
     for a in range(0, total, chunk_size):
         x = make(a, min(a + chunk_size, total))
-        lab = classify(torch.as_tensor(model(x.to(dev))), margin).cpu().reshape(-1, len(x))
+        lab = classify(ev(x.to(dev)), margin).cpu().reshape(-1, len(x))
         if wrong_w is None:                                               # (P, B), P = 1 too
             wrong_w = torch.zeros(lab.shape[0], N + 1, dtype=torch.int64)
         want = f(x).to(torch.int8)                                        # (B,)
@@ -184,6 +182,7 @@ def agreement(model, f, N: int, *, margin: float = 0.0, n_samples: int | None = 
         w = x.sum(-1).round().to(torch.int64)
         wrong_w.index_add_(1, w, bad)
         count_w += torch.bincount(w, minlength=N + 1)
+    ev.check()
     wrong = wrong_w.sum(-1)
     return Agreement(N, n_samples is None, total, wrong == 0, 1 - wrong.double() / total,
                      wrong_w, count_w)

@@ -209,7 +209,7 @@ def test_exceedance_and_errors():
     assert p.tolist() == [0.5, 0.0] and se[0] == pytest.approx(math.sqrt(0.25 / 10))
     with pytest.raises(ValueError, match="eps"):
         sb.blowup_bound(-1, 2)
-    with pytest.raises(ValueError, match="model"):
+    with pytest.raises(TypeError, match="model"):
         sb.flip_influence("not a model", torch.zeros(1, 3))
     with pytest.raises(ValueError, match="margin"):
         sb.recognition(small(P=1), 3, 0.0)

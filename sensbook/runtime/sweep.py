@@ -16,6 +16,7 @@ store; runners are resolved by name (``"module:function"``).
 """
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
 import pathlib
@@ -180,6 +181,23 @@ def bound_workers(workers: int, devices=(), what: str | None = None) -> int:
     return limit
 
 
+@contextlib.contextmanager
+def _sigint_ignored():
+    """SIGINT ignored while the pool starts its workers (on submit): a started process keeps an
+    ignored signal (across exec, and Python keeps an inherited SIG_IGN), so a worker that is
+    still importing when Ctrl-C reaches the process group cannot print a KeyboardInterrupt
+    traceback above the sweep's one line (``_init_worker`` ignores it too, for ``fork``).
+    Ctrl-C in this short window is lost; outside the main thread nothing changes."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, old)
+
+
 class Interrupted(KeyboardInterrupt):
     """Ctrl-C stopped a sweep: what is stored is kept, its claims are released; running the
     same sweep again resumes it."""
@@ -199,7 +217,8 @@ def _pool(jobs, take, *, workers, devices=None, mp_context=None, stores=()):
     ex = ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_init_worker,
                              initargs=init)
     try:
-        futures = {ex.submit(_attempt, *args): tag for tag, args in jobs}
+        with _sigint_ignored():             # the workers start (on submit) ignoring Ctrl-C
+            futures = {ex.submit(_attempt, *args): tag for tag, args in jobs}
         for fut in as_completed(futures):
             take(futures[fut], fut)
     except (KeyboardInterrupt, SystemExit) as stop:

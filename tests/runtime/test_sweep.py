@@ -514,3 +514,38 @@ def test_an_interrupted_pool_has_closed_its_wakeup_pipe_before_the_exit_hook_run
     finally:
         signal.signal(signal.SIGINT, old)
     assert all(w._closed for w in cfp._threads_wakeups.values()), "a pool's pipe is still open"
+
+
+def _children(pid):
+    try:
+        return [int(c) for t in pathlib.Path(f"/proc/{pid}/task").iterdir()
+                for c in (t / "children").read_text().split()]
+    except OSError:
+        return []
+
+
+@pytest.mark.skipif(not pathlib.Path("/proc/self/task").exists(), reason="Linux /proc")
+def test_ctrl_c_while_workers_start_prints_one_line_and_no_worker_traceback(tmp_path):
+    """Issue 48 ("Also"): Ctrl-C reaches the whole process group; a worker still importing
+    (spawned, its initializer not yet run) printed a KeyboardInterrupt traceback above the
+    sweep's one line. Workers now start with SIGINT ignored."""
+    log, out = tmp_path / "log", tmp_path / "out"
+    env = {**os.environ, "STORE_LOG": str(log), "PYTHONPATH": str(ROOT), "SENSBOOK_PROGRESS": "0"}
+    p = subprocess.Popen([sys.executable, "-c", INTERRUPTED.format(root=str(ROOT), out=str(out))],
+                         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         start_new_session=True,
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        deadline = time.time() + 120
+        while len(_children(p.pid)) < 2 and time.time() < deadline:   # spawned, starting up
+            time.sleep(0.005)
+        time.sleep(0.3)                      # inside their start-up (imports), not yet set up
+        os.killpg(p.pid, signal.SIGINT)
+        _, err = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+    assert p.returncode == 130, err
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
+    assert "run the same command again to resume" in err

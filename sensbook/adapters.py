@@ -93,8 +93,7 @@ def user_stacklevel() -> int:
 def check_not_meta(model, argument: str = "model") -> None:
     """Refuse, at once, a module whose parameters or buffers are on the ``meta`` device (shapes
     without values: nothing can be computed)."""
-    if isinstance(model, nn.Module) and any(t.is_meta for t in
-                                            (*model.parameters(), *model.buffers())):
+    if isinstance(model, nn.Module) and any(t.is_meta for t in (*model.parameters(), *model.buffers())):
         raise ValueError(f"{argument} has parameters on the 'meta' device (shapes without "
                          "values: nothing can be computed); load its weights first, e.g. "
                          "model.to_empty(device='cpu') then model.load_state_dict(...)")
@@ -590,8 +589,7 @@ def check_repeatable(first: torch.Tensor, again: torch.Tensor) -> None:
     function wrapping one (:class:`sensbook.labels.Evaluator`)."""
     if not same_outputs(first, again):
         a, b = torch.as_tensor(first), torch.as_tensor(again)
-        n = int(((a != b) & ~(a.isnan() & b.isnan())).sum()) if a.shape == b.shape and \
-            a.is_floating_point() else int((a != b).sum()) if a.shape == b.shape else "all"
+        n = "all" if a.shape != b.shape else int(((a != b) & ~(a.isnan() & b.isnan())).sum())
         raise ValueError(
             f"classifier gave different outputs on two calls on the same {first.shape[-1]} "
             f"strings ({n} differ): it must compute one function. Call model.eval() on the "
@@ -600,11 +598,9 @@ def check_repeatable(first: torch.Tensor, again: torch.Tensor) -> None:
 
 
 def check_one_function(model, x: torch.Tensor) -> None:
-    """The checks of :class:`sensbook.labels.Evaluator` for an instrument that differentiates a
-    model instead of calling it (:func:`sensbook.top_hessian_eigenvalue`), on the strings ``x``:
-    an adapter is called once (it checks its model itself: ``eval()`` with a warning, or
-    refused); a module in training mode with dropout or batch norm is refused; a module that
-    may be random is called twice on ``x``, refused when the outputs differ."""
+    """The checks of :class:`sensbook.labels.Evaluator` for an instrument that differentiates
+    a model (:func:`sensbook.top_hessian_eigenvalue`) on the strings ``x``: an adapter is called
+    once (it checks its model itself); a module is refused as the Evaluator refuses it."""
     with torch.no_grad():
         if isinstance(model, TorchClassifier):
             model(x)

@@ -174,7 +174,7 @@ class Evaluator:
     Parameters
     ----------
     classifier : callable
-        Strings (B, N) to labels or scores (B,) or (*pop, B).
+        Strings (B, N) to labels or scores (B,) or ``(*pop, B)``.
     argument : str
         The argument's name in the errors.
 

@@ -15,7 +15,10 @@ Prints one table of figures measured in this run on this machine (CPU, and CUDA 
    beside the same model written as a naive batched forward and that forward torch.compile'd
    (BENCH_COMPILE=0 skips the compile), so "close to the limit" is read off one table;
    2b. (issue 37 item 15) sampled profiles of a BERT-shaped encoder at N = 256, all flips and
-   ``bits=``, against the naive batched loop (one call per string with its N flips);
+   ``bits=``, against the naive batched loop (one call per string with its N flips); and
+   (issue 47 item 9) a flip-sharing forward of the same model (``bert_flip_sharing``: the
+   embeddings and first-layer q, k, v computed for the string and its complement only, not
+   for each of the N + 1 sequences), checked against the model's scores on the same strings;
 5. the Fourier spectrum (``sb.spectral_weights``, the fast Walsh-Hadamard transform, O(N 2^N)
    per table): table entries per second, beside ``sb.profile_from_table`` (the profile from the
    same tables, the profiler's last step) and the profiler's model*strings/s of item 1.
@@ -316,12 +319,71 @@ def sampled_bert(device, args, rows, rate, N=256, n=2):
     ours = n * (N + 1) / t
     emit(rows, f"2b. sampled profile, all {N} flips", f"{ours:,.1f} strings*flips/s",
          f"{100 * ours * fl / rate:.0f}%", f"x{ours / r_naive:.2f} vs naive loop")
+    # the flip-sharing forward on the same strings: checked against the model, then timed
+    heads, pos = cfg.num_attention_heads, torch.arange(N, device=device) + 1      # after [CLS]
+    ids = lambda x: torch.cat([torch.tensor([2], device=device), (x + 3).long()])  # noqa: E731
+
+    def flip_batch(x):
+        batch = x.repeat(N + 1, 1)
+        batch[torch.arange(1, N + 1), torch.arange(N)] = 1 - x
+        return batch
+
+    with torch.no_grad():
+        gap = max(float((bert_flip_sharing(model, ids(x), pos, heads) - clf(flip_batch(x)))
+                        .abs().max()) for x in xs)
+
+    def sharing():
+        with torch.no_grad():
+            for x in xs:
+                bert_flip_sharing(model, ids(x), pos, heads)
+    t_share = timed(sharing, device, 1)
+    r_share = n * (N + 1) / t_share
+    emit(rows, f"2b. flip-sharing forward, all {N} flips (max |T - T_model| {gap:.1e})",
+         f"{r_share:,.1f} strings*flips/s", f"{100 * r_share * fl / rate:.0f}%",
+         f"x{r_share / r_naive:.2f} vs naive loop")
     bits = list(range(1, 17))
     tb = timed(lambda: sb.sensitivity_profile(clf, N, n_samples=n, seed=0, bits=bits,
                                               progress=False), device, 1)
     emit(rows, "2b. sampled profile, bits= 16 positions", f"{n / tb:,.2f} sampled strings/s",
          f"{100 * n * 17 * fl / tb / rate:.0f}%",
          f"x{(n / tb) / (r_naive / (N + 1)):.1f} sampled strings/s vs naive loop (all flips)")
+
+
+def _bert_layer(layer, q, k, v, h, heads):
+    """One BERT encoder layer from its projections q, k, v (..., S, D) of its input h."""
+    a = layer.attention
+    sh = lambda t: t.unflatten(-1, (heads, -1)).transpose(-3, -2)          # (..., H, S, d)
+    ctx = Fn.scaled_dot_product_attention(sh(q), sh(k), sh(v)).transpose(-3, -2).flatten(-2)
+    h = a.output.LayerNorm(a.output.dense(ctx) + h)
+    return layer.output.LayerNorm(layer.output.dense(layer.intermediate(h)) + h)
+
+
+def bert_flip_sharing(model, ids, pos, heads):
+    """Issue 47 item 9: scores of the sequence ``ids`` (S,) and of its N flips (bit at token
+    position ``pos[j]`` flipped, token 3 <-> 4) in one pass: the embeddings and the first
+    layer's q, k, v of every position are computed twice (for the string and for its
+    complement: all a flip can put there), not N + 1 times; each flip's rows are the string's
+    with one row taken from the complement. The layers above see every position changed (the
+    flipped token is attended to), so they run on all N + 1 sequences, as the naive loop does."""
+    bert = model.bert
+    both = torch.stack([ids, torch.where(ids == 3, 4, torch.where(ids == 4, 3, ids))])
+    e = bert.embeddings(input_ids=both)                                     # (2, S, D)
+    lay = bert.encoder.layer[0]
+    sa = lay.attention.self
+    qkv = [f(e) for f in (sa.query, sa.key, sa.value)]                      # (2, S, D) each
+    n1, S = len(pos) + 1, ids.shape[0]
+    rows = torch.arange(1, n1)
+
+    def flipped(t):                                                         # (N+1, S, D)
+        out = t[0].expand(n1, S, -1).clone()
+        out[rows, pos] = t[1, pos]
+        return out
+    h = _bert_layer(lay, *map(flipped, qkv), flipped(e), heads)
+    for lay in bert.encoder.layer[1:]:
+        sa = lay.attention.self
+        h = _bert_layer(lay, sa.query(h), sa.key(h), sa.value(h), h, heads)
+    logits = model.classifier(bert.pooler(h))
+    return logits[:, 1] - logits[:, 0]
 
 
 def training(device, args, rows, rate, P=16, steps=20, N=10, D=64, L=4, batch=64):

@@ -611,16 +611,19 @@ def compare_profiles(a: Profile, b: Profile, *, check_meta: bool = True) -> dict
                 difference_interval=(float(diff - half), float(diff + half)))
 
 
-def _short(name: str, width: int = 24) -> str:
-    """A classifier's name for a legend: an adapter by its model's class, a long name cut at a
-    word boundary with an ellipsis, at most ``width`` characters."""
+def _short(name: str, width: int = 18) -> str:
+    """A classifier's name for a legend: an adapter by its model's class, a long name cut
+    between words (at a space or punctuation, or where CamelCase starts a word) with an
+    ellipsis, at most ``width`` characters."""
     name = str(name)
     if name.startswith(("TorchClassifier(", "SklearnClassifier(")):
         name = name[name.index("(") + 1:].split(",")[0].rstrip(")")
     if len(name) <= width:
         return name
-    cut = max(name.rfind(c, 0, width - 1) for c in " ,(.=_")
-    return name[:cut if cut > width // 3 else width - 1].rstrip(" ,(.=_") + "…"
+    cuts = [i for i in range(1, width) if name[i] in " ,(.=_<>" or
+            (name[i].isupper() and name[i - 1].islower())]
+    cut = max(cuts, default=width - 1)
+    return name[:cut].rstrip(" ,(.=_<>") + "\u2026"
 
 
 def plot_profile(profiles, labels: Sequence[str] | None = None, *, ax: Any = None,
@@ -634,7 +637,8 @@ def plot_profile(profiles, labels: Sequence[str] | None = None, *, ax: Any = Non
         Profiles of one model each (a population's profile: select one model).
     labels : sequence of str, optional
         One legend entry per profile (default: the classifier's name from ``meta``, an
-        adapter's by its model's class, at most 24 characters cut at a word, and N);
+        adapter's by its model's class, at most 18 characters cut between words, and N on a
+        second line, so that it fits a subplot);
         profiles with the same label share a colour.
     ax : matplotlib.axes.Axes, optional
         The axes to draw on (default: a new figure).
@@ -676,12 +680,13 @@ def plot_profile(profiles, labels: Sequence[str] | None = None, *, ax: Any = Non
         for i, p in enumerate(profiles):
             k = np.arange(p.N + 1) / (p.N if x == "k/N" else 1)
             frac = p.fractions.cpu().numpy()
-            name = labels[i] if labels is not None else (
-                f"{_short(p.meta.get('classifier', 'profile'))}, N = {p.N}")
             kind = "exact" if p.exact else f"{p.n_strings} strings"
+            name = labels[i] if labels is not None else (
+                f"{_short(p.meta.get('classifier', 'profile'))}\nN = {p.N}")
             colour = colours.setdefault(name, f"C{len(colours) % 10}")   # one colour a label
             line, = ax.plot(k, frac, "-" if p.exact else "o:", ms=3, lw=1.2 if p.exact else 1,
-                            color=colour, label=f"{name} ({kind})")
+                            color=colour, label=f"{name} ({kind})" if labels is not None
+                            else f"{name}, {kind}")
             if not p.exact:
                 lo, hi = p.interval(z)
                 ax.fill_between(k, lo.numpy(), hi.numpy(), color=line.get_color(), alpha=0.2,

@@ -414,3 +414,21 @@ def test_chapter_8s_command_line_gives_the_chapters_sampled_profile(tmp_path, mo
     got = sb.Profile.load(tmp_path / "p.json")
     assert got == big and 0 < int(got.accepted) < n, (got, big)
     assert got.meta["prefix"] == [2] and got.meta["command"]["threshold"] == median
+
+
+# ---- 48 "Also": the index command's folders, as sweep --out reads them ---------------------------
+def test_the_index_commands_default_folder_is_the_book_roots_results(tmp_path, monkeypatch, capsys):
+    from sensbook.runtime.__main__ import main
+
+    (tmp_path / "_toc.yml").write_text("root: intro\n")
+    (tmp_path / "results" / "ch1.x").mkdir(parents=True)
+    (tmp_path / "book").mkdir()
+    monkeypatch.chdir(tmp_path / "book")                     # where the chapters' kernels run
+    monkeypatch.delenv("SENSBOOK_RESULTS", raising=False)
+    assert main(["index"]) == 0, capsys.readouterr().err
+    assert (tmp_path / "results" / "index.json").is_file()
+    assert not (tmp_path / "book" / "results").exists()
+    (tmp_path / "other" / "ch1.x").mkdir(parents=True)
+    monkeypatch.setenv("SENSBOOK_RESULTS", "other")
+    assert main(["index"]) == 0 and (tmp_path / "other" / "index.json").is_file()
+    assert main(["index", "results"]) == 0                   # relative: to the root

@@ -425,7 +425,7 @@ def _profile(args) -> int:
     import json
 
     from .profile import sensitivity_profile
-    from .profiles import check_writable
+    from .saved import check_writable
     from .settings import check_device
 
     computing = False

@@ -123,22 +123,7 @@ def blowup_bound(eps: float, L: int) -> float:
 
 # ---- strings and flips ---------------------------------------------------------------
 def random_strings(N: int, B: int, *, seed: int = 0) -> torch.Tensor:
-    """B uniform strings of length N, seeded.
-
-    Parameters
-    ----------
-    N : int
-        The string length, >= 1.
-    B : int
-        The number of strings.
-    seed : int
-        The seed of the draw (a CPU ``torch.Generator``): the same strings on every machine.
-
-    Returns
-    -------
-    torch.Tensor
-        Float 0/1 of shape (B, N).
-    """
+    """B uniform strings of length N (float 0/1, shape (B, N)), seeded."""
     N, B = check_n(N), _check_int("B", B)
     g = torch.Generator().manual_seed(int(seed))
     return torch.randint(0, 2, (B, N), generator=g).float()

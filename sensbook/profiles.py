@@ -14,19 +14,16 @@ compares and shows profiles:
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import os
-import stat
-import tempfile
-import warnings
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 import numpy as np
 import torch
 
+from .saved import check_saved, checksum, write_atomic
 from .settings import VERSION
 
 __all__ = ["Profile", "wilson_interval", "compare_profiles", "plot_profile", "provenance"]
@@ -304,7 +301,7 @@ class Profile:
         d = dict(format=FORMAT, N=self.N, exact=self.exact, n_strings=self.n_strings,
                  meta=dict(self.meta))
         d.update({t: getattr(self, t).cpu().tolist() for t in _TENSORS})
-        d["checksum"] = _checksum(d)
+        d["checksum"] = checksum(d, _TENSORS)
         return d
 
     @classmethod
@@ -325,44 +322,8 @@ class Profile:
         model (complete + undecided + non-finite + incomplete), or more accepted strings than
         decided ones; ``meta`` not a dict; a ``checksum`` that does not match (an edited file).
         """
-        if not isinstance(d, dict) or d.get("format") != FORMAT:
-            raise ValueError(f"not a saved profile: expected a dict with format={FORMAT!r}, got "
-                             f"{d.get('format') if isinstance(d, dict) else type(d).__name__!r}")
-        missing = [k for k in ("N", "exact", "n_strings", *_TENSORS) if k not in d]
-        if missing:
-            raise ValueError(f"the saved profile lacks {missing}")
-        for k in ("N", "n_strings"):
-            if isinstance(d[k], bool) or not isinstance(d[k], int) or d[k] < 1:
-                raise ValueError(f"the saved profile's {k} must be an integer >= 1, got {d[k]!r}")
-        N, n = d["N"], d["n_strings"]
-        if not isinstance(d["exact"], bool):
-            raise ValueError(f"the saved profile's exact must be true or false, got {d['exact']!r}")
-        if d["exact"] and (N > 62 or n != 2**N):
-            raise ValueError(f"the saved profile's n_strings={n} is not 2^N (N={N}) for an "
-                             "exact profile")
-        meta = d.get("meta", {})
-        if not isinstance(meta, dict):
-            raise ValueError(f"the saved profile's meta must be a dict, got {type(meta).__name__}")
-        t = {k: _counts(d[k], k) for k in _TENSORS}
-        pop = t["counts"].shape[:-1]
-        if t["counts"].dim() < 1 or t["counts"].shape[-1] != N + 1:
-            raise ValueError(f"the saved counts have shape {tuple(t['counts'].shape)}: N + 1 = "
-                             f"{N + 1} entries a model expected")
-        for k in _TENSORS[1:]:
-            if t[k].shape != pop:
-                raise ValueError(f"the saved {k} has shape {tuple(t[k].shape)}, not the counts' "
-                                 f"population shape {tuple(pop)}")
-        total = t["counts"].sum(-1) + t["undecided"] + t["nonfinite"] + t["incomplete"]
-        if bool((total != n).any()):
-            raise ValueError(f"the saved counts, undecided, nonfinite and incomplete sum to "
-                             f"{total.flatten()[:5].tolist()} strings, not n_strings={n}")
-        if bool((t["accepted"] > n - t["undecided"] - t["nonfinite"]).any()):
-            raise ValueError(f"the saved accepted {t['accepted'].flatten()[:5].tolist()} exceeds "
-                             "the decided strings")
-        if "checksum" in d and d["checksum"] != _checksum(d):
-            raise ValueError("the saved profile's checksum does not match its counts: the file "
-                             "was edited or damaged")
-        return cls(N, d["exact"], n, meta=dict(meta), **t)
+        N, exact, n, meta, t = check_saved(d, FORMAT, _TENSORS)
+        return cls(N, exact, n, meta=meta, **t)
 
     def save(self, path, **meta) -> None:
         """Write the profile as JSON (:meth:`to_dict`).
@@ -379,26 +340,7 @@ class Profile:
         """
         d = self.to_dict()
         d["meta"].update(meta)
-        text = json.dumps(d, indent=1)                   # a value JSON cannot hold: no file at all
-        path = check_writable(path)
-        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path) or ".",
-                                   prefix=f".{os.path.basename(path)}.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "w") as f:
-                f.write(text)
-                f.flush()
-                os.fsync(f.fileno())
-            mask = os.umask(0)
-            os.umask(mask)
-            os.chmod(tmp, 0o666 & ~mask)                  # as open() would create it
-            check_writable(path)                          # still nothing but a regular file
-            os.replace(tmp, path)
-        except BaseException:
-            try:
-                os.unlink(tmp)
-            except FileNotFoundError:
-                pass
-            raise
+        write_atomic(path, json.dumps(d, indent=1))      # a value JSON cannot hold: no file
 
     @classmethod
     def load(cls, path) -> "Profile":
@@ -430,55 +372,6 @@ class Profile:
             body, extra = f"<{tuple(self.counts.shape[:-1])} models>", []
         kind = "exact" if self.exact else f"sampled n={self.n_strings}"
         return f"Profile(N={self.N}, {kind}, K={body}{', ' + ', '.join(extra) if extra else ''})"
-
-
-def _checksum(d: dict) -> str:
-    """sha256 of a saved profile's format, N, exact, n_strings and counts (not its meta)."""
-    body = {k: d[k] for k in ("format", "N", "exact", "n_strings", *_TENSORS)}
-    return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":"))
-                          .encode()).hexdigest()
-
-
-def _counts(value, field) -> torch.Tensor:
-    """A saved count field: (nested lists of) integers >= 0, as an int64 tensor."""
-    try:
-        a = np.asarray(value)
-    except ValueError:
-        a = np.asarray(None)
-    if a.dtype.kind not in "iu" or (a.size and int(a.min()) < 0):
-        raise ValueError(f"the saved {field} must be (lists of) integers >= 0, got "
-                         f"{str(value)[:60]}")
-    return torch.from_numpy(a.astype(np.int64))
-
-
-def check_writable(path) -> str:
-    """``path`` as a string if a profile can be written there: its folder exists, is writable,
-    and the path is absent or a regular file (a symbolic link: the file it names); else an
-    error naming the path.
-
-    Parameters
-    ----------
-    path : str or os.PathLike
-        Where :meth:`Profile.save` will write.
-
-    Returns
-    -------
-    str
-    """
-    path = os.path.realpath(os.fspath(path))
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        st = None
-    if st is not None and not stat.S_ISREG(st.st_mode):
-        what = "a folder" if stat.S_ISDIR(st.st_mode) else "not a regular file (a device, FIFO or socket)"
-        raise ValueError(f"{path} is {what}: a profile is saved only to a new or a regular file")
-    folder = os.path.dirname(path) or "."
-    if not os.path.isdir(folder):
-        raise FileNotFoundError(f"cannot save to {path}: no folder {folder}")
-    if not os.access(folder, os.W_OK | os.X_OK):
-        raise PermissionError(f"cannot save to {path}: the folder {folder} is not writable")
-    return path
 
 
 def _one_model(p, argument):

@@ -1,7 +1,8 @@
 """What the profiler returns, and what a researcher does with it afterwards.
 
 :class:`Profile` holds a sensitivity profile (exact or sampled) with where it came from
-(``meta``: the classifier, margin, seed, torch and sensbook versions). This module keeps,
+(``meta``: the classifier and how it was read, margin, seed, torch and sensbook versions;
+saved files are checked by :mod:`sensbook.saved`). This module keeps,
 compares and shows profiles:
 
 * uncertainty: :meth:`Profile.interval` (Wilson intervals of :math:`K_k / 2^N`, honest where a
@@ -85,7 +86,8 @@ def provenance(classifier, **extra) -> dict:
     Returns
     -------
     dict
-        ``classifier``, ``torch``, ``sensbook`` and ``extra``.
+        ``classifier``, ``torch``, ``sensbook``, an adapter's reading (:func:`reading`) and
+        ``extra``.
     """
     kind = type(classifier)
     if kind.__repr__ is not object.__repr__ and not callable(getattr(classifier, "forward", None)):
@@ -156,8 +158,10 @@ class Profile:
     accepted : torch.Tensor
         Strings accepted, per model.
     meta : dict
-        Where it came from (:func:`sensbook.profiles.provenance`: classifier, margin, seed,
-        torch and sensbook versions), set by :func:`sensbook.sensitivity_profile`.
+        Where it came from and how it was measured (:func:`sensbook.profiles.provenance`:
+        classifier, an adapter's reading (tokens, prefix, suffix, sep, output, threshold),
+        margin, seed, ``bits`` flipped, ``sampler``, torch and sensbook versions), set by the
+        profilers.
 
     Notes
     -----

@@ -29,30 +29,33 @@ def sampled(N=6, n=300, seed=0, **kw):
 
 
 # ---- 47.4 / 48.8: every field of a saved profile is checked -------------------------------------
-EDITS = {
-    "exact": lambda d: d.update(exact="false"),
-    "counts": lambda d: d["counts"].__setitem__(0, d["counts"][0] + 0.25),
-    "counts ": lambda d: d["counts"].__setitem__(0, -100),
-    "sum to": lambda d: d["counts"].__setitem__(0, d["counts"][0] + 5),
-    "n_strings": lambda d: d.update(n_strings=0),
-    "n_strings ": lambda d: d.update(n_strings=-5),
-    "N": lambda d: d.update(N=6.9),
-    "N ": lambda d: d.update(N=-1),
-    "undecided": lambda d: d.update(undecided=[0, 0]),
-    "accepted": lambda d: d.update(accepted=d["n_strings"] + 1),
-    "checksum": lambda d: (d["counts"].__setitem__(0, d["counts"][0] - 1),
-                           d["counts"].__setitem__(1, d["counts"][1] + 1)),
+EDITS = {                                       # what is edited: (the error names, the edit)
+    "exact 'false'": ("exact must be true or false", lambda d: d.update(exact="false")),
+    "counts 1.25": ("counts must be .*integers", lambda d: d["counts"].__setitem__(0, 1.25)),
+    "counts -100": ("counts must be .*>= 0", lambda d: d["counts"].__setitem__(0, -100)),
+    "counts past n_strings": ("sum to .* not n_strings",
+                              lambda d: d["counts"].__setitem__(0, d["counts"][0] + 5)),
+    "n_strings 0": ("n_strings must be an integer >= 1", lambda d: d.update(n_strings=0)),
+    "n_strings -5": ("n_strings must be an integer >= 1", lambda d: d.update(n_strings=-5)),
+    "N 6.9": ("N must be an integer >= 1", lambda d: d.update(N=6.9)),
+    "N -1": ("N must be an integer >= 1", lambda d: d.update(N=-1)),
+    "undecided shape": ("undecided has shape", lambda d: d.update(undecided=[0, 0])),
+    "accepted": ("accepted .* exceeds", lambda d: d.update(accepted=d["n_strings"] + 1)),
+    "a consistent edit": ("checksum does not match", lambda d: (
+        d["counts"].__setitem__(0, d["counts"][0] - 1),
+        d["counts"].__setitem__(1, d["counts"][1] + 1))),
 }
 
 
-@pytest.mark.parametrize("field", EDITS)
-def test_an_edited_saved_profile_is_refused_naming_the_field(field, tmp_path):
+@pytest.mark.parametrize("edit", EDITS)
+def test_an_edited_saved_profile_is_refused_naming_the_field(edit, tmp_path):
     p = sampled()
     d = p.to_dict()
-    EDITS[field](d)
+    message, change = EDITS[edit]
+    change(d)
     path = tmp_path / "p.json"
     path.write_text(json.dumps(d))
-    with pytest.raises(ValueError, match=field.strip()):
+    with pytest.raises(ValueError, match=message):
         sb.Profile.load(path)
 
 

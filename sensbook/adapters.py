@@ -180,7 +180,8 @@ class TorchClassifier:
     ``config.pad_token_id``: when that is unset, it is set to an id the strings never use.
     """
 
-    def __init__(self, model: nn.Module, *, tokens: Sequence[int] | None = None,
+    def __init__(self, model: nn.Module, *,
+                 tokens: Sequence[int] | Sequence[Sequence[int]] | None = None,
                  prefix: Sequence[int] = (), suffix: Sequence[int] = (), sep: Sequence[int] = (),
                  attention_mask: bool | None = None, output: str | Callable = "logits",
                  positive: int = 1, threshold: float = 0.5, device=None, dtype=None,

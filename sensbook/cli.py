@@ -147,32 +147,75 @@ def _profile_options(sub):
     p = sub.add_parser(
         "profile", help="the sensitivity profile of your own model, saved as JSON",
         description="Profile MODULE:FACTORY (FACTORY() returns a torch.nn.Module, wrapped in "
-        "sb.TorchClassifier with the token options, or any classifier callable on (B, N) 0/1 "
-        "strings) at length N, exactly (N <= 24) or from --samples strings, and save it as "
-        "JSON (sb.Profile.load reads it back).")
+        "sb.TorchClassifier with the token options; a fitted scikit-learn classifier, wrapped "
+        "in sb.SklearnClassifier; or any classifier callable on (B, N) 0/1 strings) at length "
+        "N, exactly (N <= 24) or from --samples strings, print a summary and save it as JSON "
+        "(sb.Profile.load reads it back; its meta records these options).")
     p.add_argument("target", help="MODULE:FACTORY, e.g. mymodels:build_bert (MODULE importable "
                    "from the current folder, or a path to a .py file)")
-    p.add_argument("--N", type=int, required=True, help="string length")
-    p.add_argument("--samples", type=int, default=None,
+    p.add_argument("--N", required=True, help="string length")
+    p.add_argument("--samples", default=None,
                    help="sample this many uniform strings (default: all 2^N)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the sampled strings (default 0)")
+    p.add_argument("--seed", default="0", help="seed of the sampled strings (default 0)")
+    p.add_argument("--bits", default=None, help="flip only these 1-based positions, e.g. 1,2,5 "
+                   "(with --samples; default all N)")
     p.add_argument("--tokens", default=None, help="ids of bit 0 and bit 1, e.g. 3,4 (a word of "
                    "several ids: 5+6,7+8); default: the model receives float strings")
     for name, what in (("prefix", "before the bits, e.g. [CLS]"), ("suffix", "after the bits"),
                        ("sep", "between consecutive bits")):
         p.add_argument(f"--{name}", default="", help=f"comma-separated token ids {what}")
-    p.add_argument("--margin", type=float, default=0.0, help="scores with |T| below it are "
+    p.add_argument("--output", choices=("logits", "probability"), default="logits",
+                   help="how the output is read: logits (a score whose sign is the label; two "
+                   "classes: l1 - l0; a scikit-learn estimator: its decision function) or "
+                   "probability (p - threshold; scikit-learn: predict_proba)")
+    p.add_argument("--threshold", default=None, help="accept when the score exceeds it (logits; "
+                   "default 0) or the probability does (probability; default 0.5)")
+    p.add_argument("--margin", default="0", help="scores with |T - threshold| below it are "
                    "undecided (default 0)")
-    p.add_argument("--memory-mb", type=float, default=256, help="memory budget (default 256)")
-    p.add_argument("--device", default=None, help="torch device for the model (default: its own)")
-    p.add_argument("--out", required=True, help="the JSON file to write")
+    p.add_argument("--memory-mb", default="256", help="memory budget (default 256)")
+    p.add_argument("--device", default=None, help="torch device for a torch.nn.Module "
+                   "(default: its own)")
+    p.add_argument("--out", required=True, help="the JSON file to write (checked before "
+                   "anything is computed)")
 
 
-def _ids(text, option):
+class _Refused(ValueError):
+    """A command-line option that cannot be used: one line, rc 2."""
+
+
+def _number(text, option, kind=int, minimum=None):
     try:
-        return [int(t) for t in text.split(",") if t.strip()]
+        v = kind(text)
+    except (TypeError, ValueError):
+        raise _Refused(f"--{option} must be {'an integer' if kind is int else 'a number'}, got "
+                       f"{text!r}") from None
+    if kind is float and v != v:
+        raise _Refused(f"--{option} must be a number, got {text!r}")
+    if minimum is not None and v < minimum:
+        raise _Refused(f"--{option} must be >= {minimum}, got {text!r}")
+    return v
+
+
+def _ids(text, option, sep=","):
+    try:
+        ids = [int(t) for t in text.split(sep) if t.strip()]
     except ValueError:
-        raise ValueError(f"--{option} must be comma-separated token ids, got {text!r}") from None
+        raise _Refused(f"--{option} must be comma-separated token ids (integers >= 0), got "
+                       f"{text!r}") from None
+    if any(i < 0 for i in ids):
+        raise _Refused(f"--{option} must be token ids >= 0, got {text!r}")
+    return ids
+
+
+def _tokens(text):
+    try:
+        words = [_ids(w, "tokens", "+") for w in text.split(",")]
+    except _Refused:
+        words = []
+    if len(words) != 2 or not all(words):
+        raise _Refused(f"--tokens must be the ids of bit 0 and bit 1, e.g. 3,4 (a word of several "
+                       f"ids: 5+6,7+8), got {text!r}")
+    return [w[0] if len(w) == 1 else w for w in words]
 
 
 def _load_factory(target):
@@ -181,11 +224,11 @@ def _load_factory(target):
 
     module, sep, name = target.rpartition(":")
     if not sep or not module or not name:
-        raise ValueError(f"the target must be MODULE:FACTORY, got {target!r}")
+        raise _Refused(f"the target must be MODULE:FACTORY, got {target!r}")
     if module.endswith(".py"):
         spec = importlib.util.spec_from_file_location(os.path.basename(module)[:-3], module)
         if spec is None or not os.path.exists(module):
-            raise ValueError(f"no such file: {module}")
+            raise _Refused(f"no such file: {module}")
         mod = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(mod)
     else:
@@ -193,41 +236,246 @@ def _load_factory(target):
         mod = importlib.import_module(module)
     factory = getattr(mod, name, None)
     if not callable(factory):
-        raise ValueError(f"{module} has no callable {name!r}")
+        raise _Refused(f"{module} has no callable {name!r}")
     return factory
 
 
-def _profile(args) -> int:
+class _Above:
+    """``output=`` of a TorchClassifier read as logits and thresholded: score - threshold."""
+
+    def __init__(self, reader, threshold):
+        self.reader, self.threshold = reader, threshold
+
+    def __call__(self, out):
+        return self.reader.scores(out) - self.threshold
+
+    def __repr__(self):
+        return f"logits - {self.threshold!r}"
+
+
+class _Shifted:
+    """A classifier's scores minus a threshold (a plain function, a scikit-learn estimator)."""
+
+    def __init__(self, clf, threshold):
+        self.clf, self.threshold = clf, threshold
+        if callable(getattr(clf, "memory_per_string", None)):
+            self.memory_per_string = lambda N, limit=None: clf.memory_per_string(N, limit=limit)
+
+    def __call__(self, x):
+        import torch
+
+        return torch.as_tensor(self.clf(x)) - self.threshold
+
+    def __repr__(self):
+        return f"{self.clf!r} - {self.threshold!r}"
+
+
+def _options(args) -> dict:
+    """The options of ``sensbook profile``, checked (each error names its option)."""
+    from .boolean import MAX_EXHAUSTIVE_N
+
+    o = dict(N=_number(args.N, "N", minimum=1), margin=_number(args.margin, "margin", float, 0),
+             memory_mb=_number(args.memory_mb, "memory-mb", float),
+             samples=None if args.samples is None else _number(args.samples, "samples", minimum=1),
+             seed=_number(args.seed, "seed", minimum=0), output=args.output,
+             prefix=_ids(args.prefix, "prefix"), suffix=_ids(args.suffix, "suffix"),
+             sep=_ids(args.sep, "sep"), tokens=None if args.tokens is None else _tokens(args.tokens),
+             bits=None if args.bits is None else _ids(args.bits, "bits"))
+    if not o["memory_mb"] > 0 or o["memory_mb"] == float("inf"):
+        raise _Refused(f"--memory-mb must be a number > 0, got {args.memory_mb!r}")
+    if o["samples"] is None and o["N"] > MAX_EXHAUSTIVE_N:
+        raise _Refused(f"--N {o['N']} is too long for an exhaustive profile (N <= "
+                       f"{MAX_EXHAUSTIVE_N}): pass --samples to sample strings")
+    if o["bits"] is not None:
+        if o["samples"] is None:
+            raise _Refused("--bits flips only some positions of sampled strings: pass --samples")
+        if not o["bits"] or min(o["bits"]) < 1 or max(o["bits"]) > o["N"]:
+            raise _Refused(f"--bits must be positions from 1 to --N {o['N']}, got {args.bits!r}")
+    if o["tokens"] is None and (o["prefix"] or o["suffix"] or o["sep"]):
+        raise _Refused("--prefix/--suffix/--sep are token ids: pass --tokens as well")
+    t = args.threshold
+    if o["output"] == "probability":
+        o["threshold"] = 0.5 if t is None else _number(t, "threshold", float)
+        if not 0 < o["threshold"] < 1:
+            raise _Refused(f"--threshold with --output probability must be in (0, 1), got {t!r}")
+    else:
+        o["threshold"] = 0.0 if t is None else _number(t, "threshold", float)
+        if abs(o["threshold"]) == float("inf"):
+            raise _Refused(f"--threshold must be finite, got {t!r}")
+    w = 1 if o["tokens"] is None else (len(o["tokens"][0]) if isinstance(o["tokens"][0], list) else 1)
+    one = 4 * o["N"] if o["tokens"] is None else 8 * (
+        len(o["prefix"]) + len(o["suffix"]) + o["N"] * w + (o["N"] - 1) * len(o["sep"]))
+    if one > o["memory_mb"] * 2**20:
+        raise _Refused(f"--N {o['N']}: one string alone takes {one / 2**30:,.2f} GiB as the "
+                       f"model's input, over --memory-mb {args.memory_mb}")
+    return o
+
+
+def _classifier(model, o, device):
+    """The model wrapped as the options say."""
+    import copy
+
     import torch
 
-    from .adapters import TorchClassifier
-    from .profile import sensitivity_profile
+    from .adapters import SklearnClassifier, TorchClassifier
 
+    kind = type(model).__name__
+    if device is not None and not isinstance(model, torch.nn.Module):
+        raise _Refused(f"--device {device} would be ignored: the factory returned a {kind}, not a "
+                       "torch.nn.Module (it runs where it computes); drop --device")
+    if isinstance(model, torch.nn.Module):
+        _check_ids(model, o)
+        if device is not None:
+            model = model.to(device)
+        tok = dict(tokens=o["tokens"], prefix=o["prefix"], suffix=o["suffix"], sep=o["sep"])
+        if o["output"] == "probability":
+            return TorchClassifier(model, output="probability", threshold=o["threshold"], **tok)
+        clf = TorchClassifier(model, **tok)
+        if o["threshold"]:
+            clf.output = _Above(copy.copy(clf), o["threshold"])
+        return clf
+    if o["tokens"] is not None:
+        raise _Refused(f"--tokens/--prefix/--suffix/--sep wrap a torch.nn.Module; the factory "
+                       f"returned a {kind}")
+    if hasattr(model, "fit") and hasattr(model, "predict"):      # a scikit-learn estimator
+        if o["output"] == "probability":
+            return SklearnClassifier(model, method="predict_proba", threshold=o["threshold"])
+        clf = SklearnClassifier(model)
+    elif callable(model):
+        clf = model
+    else:
+        raise _Refused(f"the factory returned a {kind}: a torch.nn.Module, a fitted scikit-learn "
+                       "classifier or a callable (B, N) -> scores is needed")
+    return _Shifted(clf, o["threshold"]) if o["threshold"] else clf
+
+
+def _check_ids(model, o):
+    """Token ids the model's embeddings or config cannot take, and strings longer than its
+    position embeddings, refused before anything is computed."""
+    import torch
+
+    if o["tokens"] is None:
+        return
+    cfg = getattr(model, "config", None)
+    vocab = getattr(cfg, "vocab_size", None)
     try:
+        emb = model.get_input_embeddings()                         # Hugging Face models
+    except (AttributeError, NotImplementedError):
+        emb = None
+    top = vocab if isinstance(vocab, int) and vocab > 0 else getattr(emb, "num_embeddings", None)
+    if isinstance(top, int):
+        _ids_below(o, top, "the model's")
+    positions = getattr(cfg, "max_position_embeddings", None)
+    w = 1 if not isinstance(o["tokens"][0], list) else len(o["tokens"][0])
+    length = len(o["prefix"]) + o["N"] * w + (o["N"] - 1) * len(o["sep"]) + len(o["suffix"])
+    if isinstance(positions, int) and length > positions:
+        raise _Refused(f"--N {o['N']}: the model takes at most {positions} positions "
+                       f"(config.max_position_embeddings), the strings need {length}")
+
+
+def _ids_below(o, top, whose):
+    """Refuse the first option holding a token id >= top."""
+    flat = [i for w in o["tokens"] or () for i in (w if isinstance(w, list) else [w])]
+    for option, ids in (("tokens", flat), ("prefix", o["prefix"]), ("suffix", o["suffix"]),
+                        ("sep", o["sep"])):
+        if ids and max(ids) >= top:
+            raise _Refused(f"--{option}: token id {max(ids)} is beyond {whose} {top} embeddings "
+                           f"(ids 0 to {top - 1})")
+
+
+def _diagnose(model, o, e) -> str:
+    """One line on a model that failed while computing: the first embedding's size when a token
+    id is beyond it, else the error and the options that shape the input."""
+    import torch
+
+    first = next((m for m in getattr(model, "modules", lambda: ())()
+                  if isinstance(m, torch.nn.Embedding)), None)
+    if first is not None and isinstance(e, IndexError):
+        try:
+            _ids_below(o, first.num_embeddings, "the first embedding's")
+        except _Refused as r:
+            return str(r)
+    msg = str(e).splitlines()[0] if str(e) else ""
+    return (f"the model failed on strings of --N {o['N']} ({type(e).__name__}: {msg}): is it "
+            "built for this length (its positions) and these --tokens?")
+
+
+def _summary(prof) -> list:
+    """A few lines on a profile of one model: accepted, the k seen, the intervals."""
+    if prof.counts.dim() != 1:
+        return [repr(prof)]
+    n, acc = prof.n_strings, int(prof.accepted)
+    what = "strings" if prof.exact else "sampled strings"
+    lines = [repr(prof), f"accepted: {acc} of {n} {what} ({acc / n:.3f})"]
+    seen = prof.counts.nonzero().flatten().tolist()
+    lo, hi = prof.interval()
+    kind = "K_k / 2^N" if prof.exact else "fraction [95 % Wilson interval]"
+    cells = [f"{k}: {float(prof.fractions[k]):.3f}" + (
+        "" if prof.exact else f" [{float(lo[k]):.3f}, {float(hi[k]):.3f}]") for k in seen[:8]]
+    lines.append(f"k seen ({kind}): " + "; ".join(cells) +
+                 (f"; ... and {len(seen) - 8} more" if len(seen) > 8 else ""))
+    a_lo, a_hi = prof.average_sensitivity_interval()
+    avg = float(prof.average_sensitivity)
+    lines.append(f"average sensitivity {avg:.3f}" + (
+        "" if prof.exact else f", 95 % interval [{float(a_lo):.3f}, {float(a_hi):.3f}]"))
+    return lines
+
+
+def _profile(args) -> int:
+    import json
+
+    from .profile import sensitivity_profile
+    from .saved import check_writable
+    from .settings import check_device
+
+    computing = False
+    try:
+        o = _options(args)
+        device = None if args.device is None else check_device(args.device, "--device")
+        try:
+            check_writable(args.out)
+        except (ValueError, OSError) as e:
+            raise _Refused(f"--out: {e}") from None
         model = _load_factory(args.target)()
-        if args.device is not None and isinstance(model, torch.nn.Module):
-            model = model.to(args.device)
-        opts = dict(prefix=_ids(args.prefix, "prefix"), suffix=_ids(args.suffix, "suffix"),
-                    sep=_ids(args.sep, "sep"))
-        if args.tokens is not None:
-            words = [[int(i) for i in w.split("+")] for w in args.tokens.split(",")]
-            opts["tokens"] = words
-        if isinstance(model, torch.nn.Module):
-            clf = TorchClassifier(model, **opts)
-        elif any(opts.values()):
-            raise ValueError("--tokens/--prefix/--suffix/--sep wrap a torch.nn.Module; the "
-                             f"factory returned a {type(model).__name__}")
-        else:
-            clf = model
-        kw = dict(n_samples=args.samples, memory_mb=args.memory_mb, progress=True)
-        if args.samples is not None:
-            kw["seed"] = args.seed
-        prof = sensitivity_profile(clf, args.N, margin=args.margin, **kw)
-        prof.save(args.out, model=args.target)
-    except (ValueError, TypeError, ImportError, OSError) as e:
-        print(f"sensbook: {e}", file=sys.stderr)
+        clf = _classifier(model, o, device)
+        kw = dict(n_samples=o["samples"], memory_mb=o["memory_mb"], progress=True)
+        if o["samples"] is not None:
+            kw.update(seed=o["seed"], bits=o["bits"])
+        computing = True
+        prof = sensitivity_profile(clf, o["N"], margin=o["margin"], **kw)
+        computing = False
+    except KeyboardInterrupt:
+        print("\nsensbook: interrupted; nothing was saved", file=sys.stderr)
+        return 130
+    except MemoryError:
+        print(f"sensbook: out of memory at --N {args.N}: lower --memory-mb, --N or --samples",
+              file=sys.stderr)
         return 2
-    print(prof)
+    except (ValueError, TypeError, ImportError, OSError, RuntimeError, IndexError) as e:
+        msg = str(e).splitlines()[0] if str(e) else type(e).__name__
+        if computing and not isinstance(e, ValueError):
+            msg = _diagnose(model, o, e)
+        print(f"sensbook: {msg}", file=sys.stderr)
+        return 2
+    for line in _summary(prof):
+        print(line)
+    decided = prof.n_strings - prof.undecided - prof.nonfinite
+    if prof.counts.dim() == 1 and int(decided) > 0 and int(prof.accepted) in (0, int(decided)):
+        print(f"sensbook: warning: every one of the {int(decided)} decided strings got one label "
+              f"({'accepted' if int(prof.accepted) else 'rejected'}): the model is constant on "
+              "them, so the profile says only k = 0. Is it read right (--output, --threshold)?",
+              file=sys.stderr)
+    command = {k: v for k, v in o.items()}
+    command.update(target=args.target, device=args.device)
+    try:
+        prof.save(args.out, model=args.target, command=command)
+    except (ValueError, OSError, TypeError) as e:
+        print(f"sensbook: the profile was computed but could not be saved to {args.out} ({e}); "
+              "it follows as JSON (sensbook.Profile.from_dict reads it)", file=sys.stderr)
+        d = prof.to_dict()
+        d["meta"].update(model=args.target, command=command)
+        print(json.dumps(d))
+        return 1
     print(f"saved to {args.out} (sensbook.Profile.load reads it back)")
     return 0
 

@@ -30,7 +30,7 @@ from .adapters import Classifier, SklearnClassifier, TorchClassifier, explain_ca
 from .adapters import ADAPTERS, callable_bytes, trim_memory, user_stacklevel
 from .boolean import (MAX_EXHAUSTIVE_N, MAX_MEMORY_MB, _check_positions, _positions, check_int,
                       check_memory_mb, check_n, check_seed, index_to_strings)
-from .profiles import Profile, provenance
+from .profiles import Profile, measurement, provenance  # noqa: F401  (provenance was here)
 from .labels import ACCEPT, NONFINITE, UNDECIDED, Evaluator, _check_margin, classify
 from .labels import LABELS, REJECT, ROUNDING_ULPS, rounding_margin  # noqa: F401  (were here)
 from .settings import check_device, default_memory_mb, progress as _progress
@@ -343,7 +343,8 @@ def _warn_if_mostly_undecided(p: Profile) -> Profile:
     """Say so when most strings of some model are undecided or non-finite, or none is complete:
     its profile counts only the few complete strings (a float 0/1 output read as scores, a
     margin too wide, or a model whose outputs are NaN or inf, look like this)."""
-    bad = (p.undecided * 2 > p.n_strings) | (p.nonfinite * 2 > p.n_strings) | (p.counts.sum(-1) == 0)
+    bad = (p.undecided * 2 > p.n_strings) | (p.nonfinite * 2 > p.n_strings) | \
+        ((p.undecided + p.nonfinite + p.incomplete) * 2 > p.n_strings) | (p.counts.sum(-1) == 0)
     if bool(bad.any()):
         n, tot = int(bad.sum()), bad.numel()
         f = lambda t: f"{t.flatten()[:5].tolist()}{' ...' if tot > 5 else ''}"
@@ -453,7 +454,10 @@ def sampled_profile(classifier: Classifier, N: int, n_samples: int, *,
         acc = acc + (base == ACCEPT).sum(-1)
         del labs, base, nbs, s
     ev.check()
-    return _warn_if_mostly_undecided(Profile(N, False, n_samples, counts, und, nonf, inc, acc))
+    p = Profile(N, False, n_samples, counts, und, nonf, inc, acc, meta=measurement(
+        classifier, margin=margin, seed=seed, bits=None if bits is None else [c + 1 for c in cols],
+        sampler=sampler))
+    return _warn_if_mostly_undecided(p)
 
 
 def _drawn(sampler, n, N, g) -> torch.Tensor:
@@ -532,7 +536,10 @@ def sensitivity_profile(classifier: Classifier, N: int, *, margin: float | str =
         if kwargs.get("bits") is not None:
             raise ValueError("bits= flips only some positions of sampled strings: pass n_samples "
                              "as well (an exhaustive profile flips every bit)")
-        kwargs.pop("bits", None)
+        if kwargs.get("sampler") is not None:
+            raise ValueError("sampler= draws the strings of a sampled profile: pass n_samples as "
+                             "well (an exhaustive profile reads all 2^N strings)")
+        kwargs.pop("bits", None), kwargs.pop("sampler", None)
         N = check_n(N)
         if N > MAX_EXHAUSTIVE_N:
             raise ValueError(f"N={N} is too large for an exhaustive profile (allowed N <= "
@@ -547,12 +554,8 @@ def sensitivity_profile(classifier: Classifier, N: int, *, margin: float | str =
         p = profile_from_table(table, memory_mb=default_memory_mb(device) if mb is None else mb)
     else:
         p = sampled_profile(classifier, N, n_samples, margin=margin, **kwargs)
-    p.meta.update(provenance(classifier, margin=margin,
-                             seed=kwargs.get("seed", 0) if n_samples is not None else None))
-    if kwargs.get("sampler") is not None:
-        p.meta["sampler"] = getattr(kwargs["sampler"], "__qualname__", "a sampler")
-    if kwargs.get("bits") is not None:
-        p.meta["bits"] = [int(b) for b in kwargs["bits"]]
+    if n_samples is None:
+        p.meta.update(measurement(classifier, margin=margin))
     if isinstance(classifier, (TorchClassifier, SklearnClassifier)) and bool(p.undecided.any()):
         warnings.warn(f"{classifier!r} left {int(p.undecided.sum())} of {p.n_strings} strings "
                       f"undecided (|T| <= margin={margin}); they and their "

@@ -1,7 +1,8 @@
 """What the profiler returns, and what a researcher does with it afterwards.
 
 :class:`Profile` holds a sensitivity profile (exact or sampled) with where it came from
-(``meta``: the classifier, margin, seed, torch and sensbook versions). This module keeps,
+(``meta``: the classifier and how it was read, margin, seed, torch and sensbook versions;
+saved files are checked by :mod:`sensbook.saved`). This module keeps,
 compares and shows profiles:
 
 * uncertainty: :meth:`Profile.interval` (Wilson intervals of :math:`K_k / 2^N`, honest where a
@@ -23,6 +24,7 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
+from .saved import check_saved, checksum, write_atomic
 from .settings import VERSION
 
 __all__ = ["Profile", "wilson_interval", "compare_profiles", "plot_profile", "provenance"]
@@ -84,7 +86,8 @@ def provenance(classifier, **extra) -> dict:
     Returns
     -------
     dict
-        ``classifier``, ``torch``, ``sensbook`` and ``extra``.
+        ``classifier``, ``torch``, ``sensbook``, an adapter's reading (:func:`reading`) and
+        ``extra``.
     """
     kind = type(classifier)
     if kind.__repr__ is not object.__repr__ and not callable(getattr(classifier, "forward", None)):
@@ -93,7 +96,41 @@ def provenance(classifier, **extra) -> dict:
         name = getattr(classifier, "__qualname__", None) or kind.__qualname__
     if hasattr(classifier, "P") and hasattr(classifier, "D"):          # sb.Recognizer & co.
         name = f"{kind.__qualname__}(P={classifier.P}, D={classifier.D})"
-    return dict(classifier=name[:200], torch=torch.__version__, sensbook=VERSION, **extra)
+    return dict(classifier=name[:200], torch=torch.__version__, sensbook=VERSION,
+                **reading(classifier), **extra)
+
+
+def _plain(v):
+    """A JSON value: tensors and numpy values as lists and numbers, callables by name."""
+    if isinstance(v, torch.Tensor):
+        return v.tolist()
+    if isinstance(v, np.generic):
+        return v.item()
+    if isinstance(v, np.ndarray):
+        return v.tolist()
+    if callable(v):
+        return getattr(v, "__qualname__", None) or repr(v)[:80]
+    return v if isinstance(v, (str, int, float, bool, type(None))) else repr(v)[:80]
+
+
+def reading(classifier) -> dict:
+    """How an adapter reads the model (:class:`sensbook.TorchClassifier`: ``tokens``, ``prefix``,
+    ``suffix``, ``sep``, ``output``, ``positive``, ``threshold``; :class:`sensbook.SklearnClassifier`:
+    ``method``, ``positive``, ``threshold``), as JSON values; ``{}`` for other classifiers."""
+    if not (hasattr(classifier, "model") or hasattr(classifier, "estimator")):
+        return {}
+    own = getattr(classifier, "__dict__", {})
+    return {name: _plain(own[name]) for name in ("tokens", "prefix", "suffix", "sep", "output",
+                                                 "method", "positive", "threshold") if name in own}
+
+
+def measurement(classifier, *, margin, seed=None, bits=None, sampler=None) -> dict:
+    """The ``meta`` of a profile: :func:`provenance` with the margin, the seed, the positions
+    flipped (``bits``, 1-based, as flipped; None: all) and the sampler's name (None: uniform)."""
+    return provenance(classifier, margin=margin, seed=seed,
+                      bits=None if bits is None else [int(b) for b in bits],
+                      sampler=None if sampler is None else
+                      getattr(sampler, "__qualname__", None) or type(sampler).__qualname__)
 
 
 @dataclass(eq=False)
@@ -121,8 +158,10 @@ class Profile:
     accepted : torch.Tensor
         Strings accepted, per model.
     meta : dict
-        Where it came from (:func:`sensbook.profiles.provenance`: classifier, margin, seed,
-        torch and sensbook versions), set by :func:`sensbook.sensitivity_profile`.
+        Where it came from and how it was measured (:func:`sensbook.profiles.provenance`:
+        classifier, an adapter's reading (tokens, prefix, suffix, sep, output, threshold),
+        margin, seed, ``bits`` flipped, ``sampler``, torch and sensbook versions), set by the
+        profilers.
 
     Notes
     -----
@@ -261,34 +300,34 @@ class Profile:
     __hash__ = None                                           # mutable, like its tensors
 
     def to_dict(self) -> dict:
-        """A JSON-able dict: N, exact, n_strings, every count as (nested) lists, ``meta``."""
+        """A JSON-able dict: N, exact, n_strings, every count as (nested) lists, ``meta``, and
+        ``checksum`` (sha256 of the counts' fields: :meth:`from_dict` refuses an edited count)."""
         d = dict(format=FORMAT, N=self.N, exact=self.exact, n_strings=self.n_strings,
                  meta=dict(self.meta))
         d.update({t: getattr(self, t).cpu().tolist() for t in _TENSORS})
+        d["checksum"] = checksum(d, _TENSORS)
         return d
 
     @classmethod
     def from_dict(cls, d: dict) -> "Profile":
-        """The profile :meth:`to_dict` wrote (counts as int64 CPU tensors).
+        """The profile :meth:`to_dict` wrote (counts as int64 CPU tensors), every field checked.
 
         Parameters
         ----------
         d : dict
             A dict from :meth:`to_dict` (or its JSON), with ``format`` ``FORMAT``.
+
+        Notes
+        -----
+        Refused, naming the field: a ``format`` other than ``FORMAT``; N or ``n_strings`` not an
+        integer >= 1; ``exact`` not a bool; an exact profile whose ``n_strings`` is not
+        :math:`2^N`; counts that are not non-negative integers, of the wrong shape (``counts``
+        ``(..., N + 1)``, the others its leading shape), that do not sum to ``n_strings`` per
+        model (complete + undecided + non-finite + incomplete), or more accepted strings than
+        decided ones; ``meta`` not a dict; a ``checksum`` that does not match (an edited file).
         """
-        if not isinstance(d, dict) or d.get("format") != FORMAT:
-            raise ValueError(f"not a saved profile: expected a dict with format={FORMAT!r}, got "
-                             f"{d.get('format') if isinstance(d, dict) else type(d).__name__!r}")
-        missing = [k for k in ("N", "exact", "n_strings", *_TENSORS) if k not in d]
-        if missing:
-            raise ValueError(f"the saved profile lacks {missing}")
-        tensors = {t: torch.tensor(d[t], dtype=torch.int64) for t in _TENSORS}
-        p = cls(int(d["N"]), bool(d["exact"]), int(d["n_strings"]), meta=dict(d.get("meta", {})),
-                **tensors)
-        if p.counts.shape[-1] != p.N + 1:
-            raise ValueError(f"the saved counts have {p.counts.shape[-1]} entries, not N + 1 = "
-                             f"{p.N + 1}")
-        return p
+        N, exact, n, meta, t = check_saved(d, FORMAT, _TENSORS)
+        return cls(N, exact, n, meta=meta, **t)
 
     def save(self, path, **meta) -> None:
         """Write the profile as JSON (:meth:`to_dict`).
@@ -296,16 +335,16 @@ class Profile:
         Parameters
         ----------
         path : str or os.PathLike
-            The file, written atomically.
+            The file: written through a temporary file of a unique name in its folder, then
+            renamed over it, so a reader sees the old file or the new one, never a part; the
+            temporary file is removed on every error. A path that exists and is not a regular
+            file (a folder, a device, a FIFO) is refused.
         **meta
             Fields added to the saved ``meta`` (e.g. the model's name or checkpoint).
         """
         d = self.to_dict()
         d["meta"].update(meta)
-        tmp = f"{os.fspath(path)}.tmp"
-        with open(tmp, "w") as f:
-            json.dump(d, f, indent=1)
-        os.replace(tmp, path)
+        write_atomic(path, json.dumps(d, indent=1))      # a value JSON cannot hold: no file
 
     @classmethod
     def load(cls, path) -> "Profile":
@@ -314,14 +353,23 @@ class Profile:
         Parameters
         ----------
         path : str or os.PathLike
-            The JSON file.
+            The JSON file (checked as :meth:`from_dict` checks a dict).
         """
         with open(path) as f:
-            return cls.from_dict(json.load(f))
+            try:
+                d = json.load(f)
+            except json.JSONDecodeError as e:
+                raise ValueError(f"{os.fspath(path)} is not JSON ({e})") from None
+        return cls.from_dict(d)
 
     def __repr__(self):
         if self.counts.dim() == 1:
-            body = self.counts.tolist()
+            K = self.counts.tolist()
+            body = str(K)
+            if len(K) > 17:                               # N + 1 numbers: the nonzero ones
+                seen = [(k, c) for k, c in enumerate(K) if c]
+                shown = ", ".join(f"{k}: {c}" for k, c in seen[:8])
+                body = f"{{{shown}{', ...' if len(seen) > 8 else ''}}} (nonzero of {len(K)})"
             extra = [f"{n}={int(getattr(self, n))}" for n in ("undecided", "nonfinite", "incomplete")
                      if int(getattr(self, n))]
         else:
@@ -344,7 +392,46 @@ def _one_model(p, argument):
 MIN_EXPECTED = 5.0
 
 
-def compare_profiles(a: Profile, b: Profile) -> dict:
+#: The fields of ``meta`` that say what was measured: profiles that differ in one of them are
+#: different measurements (:func:`compare_profiles`).
+MEASUREMENT = ("bits", "sampler", "margin")
+
+
+def _log_q(a: float, x: float) -> float:
+    r"""The natural log of the regularized upper incomplete gamma function Q(a, x), accurate
+    where Q underflows to 0 (series for :math:`x < a + 1`, else Lentz's continued fraction)."""
+    if x <= 0:
+        return 0.0
+    lead = -x + a * math.log(x) - math.lgamma(a)
+    if x < a + 1:                                          # P by its series; Q = 1 - P
+        term = total = 1.0 / a
+        ap = a
+        for _ in range(10000):
+            ap += 1
+            term *= x / ap
+            total += term
+            if abs(term) < abs(total) * 1e-17:
+                break
+        return math.log1p(-min(math.exp(lead + math.log(total)), 1.0)) if total > 0 else 0.0
+    tiny = 1e-300
+    b, c, dd = x + 1 - a, 1 / tiny, 1 / (x + 1 - a)
+    h = dd
+    for i in range(1, 10000):
+        an = -i * (i - a)
+        b += 2
+        dd = an * dd + b
+        dd = tiny if abs(dd) < tiny else dd
+        c = b + an / c
+        c = tiny if abs(c) < tiny else c
+        dd = 1 / dd
+        step = dd * c
+        h *= step
+        if abs(step - 1) < 1e-16:
+            break
+    return lead + math.log(h)
+
+
+def compare_profiles(a: Profile, b: Profile, *, check_meta: bool = True) -> dict:
     """Two-sample test: do two sampled profiles (two models, or one model twice) come from the
     same distribution of the sensitivity s over complete strings?
 
@@ -352,13 +439,18 @@ def compare_profiles(a: Profile, b: Profile) -> dict:
     ----------
     a, b : Profile
         Sampled profiles of one model each, at the same N.
+    check_meta : bool
+        True (default): refuse profiles that are different measurements by their ``meta``
+        (``MEASUREMENT``: flipped positions ``bits``, a ``sampler`` against the uniform
+        strings, the ``margin``), naming the difference; False: compare them anyway.
 
     Returns
     -------
     dict
-        ``statistic``, ``df``, ``p_value`` (small: the profiles differ), the difference of
-        average sensitivities ``a - b`` and its normal 95 % interval ``difference_interval``
-        (from the two samples' variances of s).
+        ``statistic``, ``df``, ``p_value`` (small: the profiles differ; the true value down to
+        about 1e-308, not rounded to 0), ``log10_p_value`` (finite also below that), the
+        difference of average sensitivities ``a - b`` and its normal 95 % interval
+        ``difference_interval`` (from the two samples' variances of s).
 
     Notes
     -----
@@ -367,6 +459,15 @@ def compare_profiles(a: Profile, b: Profile) -> dict:
     chi-square approximation's usual condition).
     """
     a, b = _one_model(a, "a"), _one_model(b, "b")
+    if not isinstance(check_meta, bool):
+        raise ValueError(f"check_meta must be True or False, got {check_meta!r}")
+    if check_meta:
+        differ = [f"{k}: {a.meta.get(k)!r} against {b.meta.get(k)!r}" for k in MEASUREMENT
+                  if a.meta.get(k) != b.meta.get(k)]
+        if differ:
+            raise ValueError("the profiles are different measurements (" + "; ".join(differ) +
+                             "): their distributions of s differ whatever the models; pass "
+                             "check_meta=False to compare them anyway")
     if a.exact or b.exact:
         raise ValueError("compare_profiles tests sampled profiles; exact profiles are compared "
                          "with ==")
@@ -392,8 +493,7 @@ def compare_profiles(a: Profile, b: Profile) -> dict:
     exp = np.outer(rows, obs.sum(0)) / total
     stat = float(((obs - exp) ** 2 / exp).sum())
     df = obs.shape[1] - 1
-    pval = 1.0 if df == 0 else float(torch.special.gammaincc(
-        torch.tensor(df / 2, dtype=torch.float64), torch.tensor(stat / 2, dtype=torch.float64)))
+    log_p = 0.0 if df == 0 else min(_log_q(df / 2, stat / 2), 0.0)
     k = np.arange(a.N + 1)
     means, vars_ = [], []
     for row in table:
@@ -403,8 +503,24 @@ def compare_profiles(a: Profile, b: Profile) -> dict:
         vars_.append(((row * (k - m) ** 2).sum() / max(n - 1, 1)) / n)
     diff = means[0] - means[1]
     half = 1.96 * math.sqrt(vars_[0] + vars_[1])
-    return dict(statistic=stat, df=df, p_value=pval, difference=float(diff),
+    return dict(statistic=stat, df=df, p_value=math.exp(log_p),
+                log10_p_value=log_p / math.log(10), difference=float(diff),
                 difference_interval=(float(diff - half), float(diff + half)))
+
+
+def _short(name: str, width: int = 18) -> str:
+    """A classifier's name for a legend: an adapter by its model's class, a long name cut
+    between words (at a space or punctuation, or where CamelCase starts a word) with an
+    ellipsis, at most ``width`` characters."""
+    name = str(name)
+    if name.startswith(("TorchClassifier(", "SklearnClassifier(")):
+        name = name[name.index("(") + 1:].split(",")[0].rstrip(")")
+    if len(name) <= width:
+        return name
+    cuts = [i for i in range(1, width) if name[i] in " ,(.=_<>" or
+            (name[i].isupper() and name[i - 1].islower())]
+    cut = max(cuts, default=width - 1)
+    return name[:cut].rstrip(" ,(.=_<>") + "\u2026"
 
 
 def plot_profile(profiles, labels: Sequence[str] | None = None, *, ax: Any = None,
@@ -417,7 +533,9 @@ def plot_profile(profiles, labels: Sequence[str] | None = None, *, ax: Any = Non
     profiles : Profile or sequence of Profile
         Profiles of one model each (a population's profile: select one model).
     labels : sequence of str, optional
-        One legend entry per profile (default: the classifier's name from ``meta``, and N);
+        One legend entry per profile (default: the classifier's name from ``meta``, an
+        adapter's by its model's class, at most 18 characters cut between words, and N on a
+        second line, so that it fits a subplot);
         profiles with the same label share a colour.
     ax : matplotlib.axes.Axes, optional
         The axes to draw on (default: a new figure).
@@ -459,12 +577,13 @@ def plot_profile(profiles, labels: Sequence[str] | None = None, *, ax: Any = Non
         for i, p in enumerate(profiles):
             k = np.arange(p.N + 1) / (p.N if x == "k/N" else 1)
             frac = p.fractions.cpu().numpy()
-            name = labels[i] if labels is not None else (
-                f"{p.meta.get('classifier', 'profile')[:40]}, N = {p.N}")
             kind = "exact" if p.exact else f"{p.n_strings} strings"
+            name = labels[i] if labels is not None else (
+                f"{_short(p.meta.get('classifier', 'profile'))}\nN = {p.N}")
             colour = colours.setdefault(name, f"C{len(colours) % 10}")   # one colour a label
             line, = ax.plot(k, frac, "-" if p.exact else "o:", ms=3, lw=1.2 if p.exact else 1,
-                            color=colour, label=f"{name} ({kind})")
+                            color=colour, label=f"{name} ({kind})" if labels is not None
+                            else f"{name}, {kind}")
             if not p.exact:
                 lo, hi = p.interval(z)
                 ax.fill_between(k, lo.numpy(), hi.numpy(), color=line.get_color(), alpha=0.2,

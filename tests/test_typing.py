@@ -26,6 +26,7 @@ fitted_estimator: Any
 #: adapter when they were hinted ``Recognizer``).
 DOCUMENTED = """
 documented_adapter = sb.TorchClassifier(net)
+multi_token = sb.TorchClassifier(net, tokens=((3, 5), (4, 6)), prefix=[2])  # words of 2 ids
 x = sb.strings(4)
 sb.output_table(documented_adapter, 4)
 sb.exhaustive_influence(documented_adapter, 4)

@@ -36,7 +36,7 @@ import torch
 
 from ..pages import use_style
 from ..runtime.published import fetch_missing, in_colab, published_keys, published_url
-from ..runtime.store import Store, key, results_dir
+from ..runtime.store import Store, key, results_dir, where_computed
 from ..runtime.sweep import Sweep, run_pool, run_sweep
 from ..settings import check_scale, device, scale as current_scale
 
@@ -226,7 +226,9 @@ def banner(*names: str) -> str:
 
     Notes
     -----
-    For the experiments named, in this order: how many configurations are stored here, how many the published store holds (Colab, or
+    For the experiments named, in this order: how many configurations are stored here (and
+    on which kernel path and CPU they were computed: their records' ``meta``,
+    :func:`~sensbook.runtime.store.where_computed`, and this machine's path), how many the published store holds (Colab, or
     ``$SENSBOOK_PUBLISHED``; by its index, which a fetch has not confirmed yet: what does not
     arrive or fails a check is computed, and :func:`run_experiment` says how many) and the
     predicted time of the rest (the cost models: one CPU core; on a GPU each experiment is
@@ -248,14 +250,19 @@ def banner(*names: str) -> str:
     index = published_keys(base) if base else None
     n = here = site = todo = 0
     seconds = site_seconds = 0.0
+    paths = {}                          # where the stored results were computed: their count
     for e in exps.values():
         sweep = e.sweep(sc)
         st = Store(results_dir(), e.name, sweep.version)
         held = (index or {}).get(e.name, ())
         for c in sweep.configs:
             n += 1
-            if st.done(c):
+            rec = st.record(c)
+            if rec is not None:
                 here += 1
+                m = rec["meta"]
+                w = f"{m.get('kernel', 'path not recorded')}, {m.get('cpu', 'CPU not recorded')}"
+                paths[w] = paths.get(w, 0) + 1
             elif key(c, sweep.version) in held:
                 site += 1
                 site_seconds += e.cost(c)
@@ -272,6 +279,10 @@ def banner(*names: str) -> str:
         where = f"{here} stored here, {site} in the published store ({base})"
     cost = "nothing to compute" if todo == 0 else f"about {_minutes(seconds)} on one CPU core"
     lines = [line, what, f"{where}, {todo} to compute: {cost}"]
+    if paths:              # float32 training's outcomes depend on the kernel path (issue 43)
+        here_path = where_computed(str(device()))["kernel"]
+        lines.append("stored results computed on kernel path, CPU: " + "; ".join(
+            f"{w} ({k})" for w, k in sorted(paths.items())) + f" (this machine: {here_path})")
     if site:               # what the index lists is not yet fetched, nor checked
         lines.append(f"(not yet fetched: any that fails to arrive is computed here, at most "
                      f"{_minutes(site_seconds)})")

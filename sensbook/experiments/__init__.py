@@ -279,13 +279,13 @@ def banner(*names: str) -> str:
         where = f"{here} stored here, {site} in the published store ({base})"
     cost = "nothing to compute" if todo == 0 else f"about {_minutes(seconds)} on one CPU core"
     lines = [line, what, f"{where}, {todo} to compute: {cost}"]
+    if site:               # what the index lists is not yet fetched, nor checked
+        lines.append(f"(not yet fetched: any that fails to arrive is computed here, at most "
+                     f"{_minutes(site_seconds)})")
     if paths:              # float32 training's outcomes depend on the kernel path (issue 43)
         here_path = where_computed(str(device()))["kernel"]
         lines.append("stored results computed on kernel path, CPU: " + "; ".join(
             f"{w} ({k})" for w, k in sorted(paths.items())) + f" (this machine: {here_path})")
-    if site:               # what the index lists is not yet fetched, nor checked
-        lines.append(f"(not yet fetched: any that fails to arrive is computed here, at most "
-                     f"{_minutes(site_seconds)})")
     if seconds > BANNER_LONG_SECONDS:
         lines += ["too long for one notebook session: compute them on a GPU or a cluster and",
                   "keep the store on a drive (the introduction, 'At paper scale')"]

@@ -49,7 +49,10 @@ CHAPTERS = ("ch1", "ch2", "ch3", "ch4", "ch5", "ch5_certified", "ch6_training", 
 #: against the cost models' predicted sum over two workers. The cost models over-predict (the
 #: measured CPU seconds were 0.68 of the prediction on 2026-12-04), so this bound is looser
 #: than the wall time it guards; the README's fresh-clone measurement is the real check.
-BOOK_BUDGET_SECONDS = 21 * 60 + 10
+#: Raised from 21 min 10 s to 23 min for issue 43 (8 seeds a side in ch6.first_mechanism's
+#: ablation and its one-ulp repeat, 8 seeds in ch7.training): at 0.68 of the prediction the
+#: experiments take about 15.5 min, the whole `make book` about 19.5 of its 25.
+BOOK_BUDGET_SECONDS = 23 * 60
 
 
 @dataclass(frozen=True)

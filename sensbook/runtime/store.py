@@ -463,7 +463,8 @@ class Claim:
 
 def where_computed(device: str = "cpu") -> dict:
     """A record's ``meta`` (not its key: a published store is read anywhere): ``kernel``, torch's
-    CPU kernel path (``$ATEN_CPU_CAPABILITY``) or the CUDA device, ``cpu``, ``mkl`` if set."""
+    CPU kernel path (``$ATEN_CPU_CAPABILITY``) or the CUDA device, ``cpu``, and
+    ``MKL_ENABLE_INSTRUCTIONS`` if set."""
     import torch
     p = pathlib.Path("/proc/cpuinfo")
     cpu = [ln.split(":", 1)[1].strip() for ln in (p.read_text().splitlines() if p.is_file()

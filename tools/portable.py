@@ -111,8 +111,14 @@ def main(argv=None) -> int:
           flush=True)
     t0 = time.perf_counter()
     jobs = [(c, p) for p in paths for c in chapters]
+
+    def one(job):
+        r = run_chapter(*job, a.scale, a.timeout)
+        print(f"{job[0]} on {job[1]}: {'pass' if r[0] else 'FAIL'} ({r[1]:.0f} s)", flush=True)
+        return r
+
     with ThreadPoolExecutor(max(1, a.jobs)) as pool:
-        out = dict(zip(jobs, pool.map(lambda j: run_chapter(*j, a.scale, a.timeout), jobs)))
+        out = dict(zip(jobs, pool.map(one, jobs)))
     width = max(len(c) for c in chapters)
     print(f"\n{'chapter':{width}s}  " + "  ".join(f"{p:>14s}" for p in paths))
     for c in chapters:

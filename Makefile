@@ -8,7 +8,7 @@ JOBS ?= 2
 # Kernels and tests import sensbook from this checkout, whatever the editable install points at.
 export PYTHONPATH := $(CURDIR)
 
-.PHONY: experiments mutants
+.PHONY: experiments mutants book-portable portable-ci
 .PHONY: setup assets book book-ci book-publish test unit unit-cuda chapters colab-test site-test chromium sync clean bench slurm-test
 # The browser test drives this Chromium (Debian's package; Playwright never downloads browsers).
 CHROMIUM ?= /usr/bin/chromium
@@ -46,6 +46,19 @@ experiments: setup
 mutants: setup
 	$(BIN)/python tools/mutants.py $(MUTANTS)
 
+# Do the book's asserts hold on every reader's CPU? (tools/portable.py, issue 43.) Float32
+# training is chaotic and torch's CPU kernel paths (ATEN_CPU_CAPABILITY=default|avx2|avx512)
+# differ in the last bits: for each path this machine offers, every chapter is executed under
+# nbval against its own store results-<scale>-<path>/ (every experiment recomputed on that
+# path), and a table chapter x path -> pass/fail is printed. Book scale: about three `make book`s.
+book-portable: setup
+	$(BIN)/python tools/portable.py --scale $${SENSBOOK_SCALE:-book} --jobs $(JOBS)
+
+# Part of `make test`: the chapters that train, at ci scale, on every path but the native one
+# (which `make chapters` runs), each path with its own store.
+portable-ci: setup
+	$(BIN)/python tools/portable.py --scale ci --chapters training --skip-native --jobs $(JOBS)
+
 book-ci: setup assets
 	rm -rf _build
 	SENSBOOK_SCALE=ci SENSBOOK_PROGRESS=0 $(BIN)/jupyter-book build . -W -n --keep-going
@@ -65,7 +78,7 @@ book-publish: setup assets
 # Every test: unit tests, the one-node Slurm cluster test, every chapter under nbval at ci scale,
 # the ci-scale HTML build, then the built site in headless Chromium plus its internal links
 # (screenshots: _build/site-test/).
-test: setup unit slurm-test chapters colab-test book-ci site-test
+test: setup unit slurm-test chapters portable-ci colab-test book-ci site-test
 
 unit: setup
 	OMP_NUM_THREADS=1 SENSBOOK_SCALE=ci SENSBOOK_PROGRESS=0 $(BIN)/python -m pytest -q -n $(JOBS) tests --ignore=tests/site --ignore=tests/colab --ignore=tests/runtime/test_slurm.py

@@ -40,3 +40,26 @@ def test_a_moved_line_is_reported(tmp_path):
 def test_mutant_names_are_unique():
     names = [m.name for m in mutants.MUTANTS]
     assert len(names) == len(set(names))
+
+
+def test_a_must_survive_mutant_runs_every_training_chapter():
+    """Issue 43: a harmless perturbation (rounding only) under which every chapter that trains
+    must still pass; it names every such chapter and perturbs training, nothing else."""
+    harmless = [m for m in mutants.MUTANTS if m.must_survive]
+    assert harmless, "no must-survive mutant"
+    for m in harmless:
+        assert set(mutants.TRAINING) <= set(m.chapters), m.chapters
+        assert m.file == "train.py" and "1e-6" in m.new
+
+
+@pytest.mark.parametrize("must_survive, caught, rc", [(True, None, 0), (True, "ch6_mechanism (x)", 1),
+                                                     (False, "ch6_training (x)", 0),
+                                                     (False, None, 1)])
+def test_verdicts_of_harmful_and_harmless_mutants(monkeypatch, capsys, must_survive, caught, rc):
+    """A harmless mutant that fails a chapter fails the run (an assert decided by rounding), as
+    a harmful one that every chapter survives does; the opposite outcomes pass."""
+    m = next(m for m in mutants.MUTANTS if m.must_survive == must_survive)
+    monkeypatch.setattr(mutants, "run", lambda mutant, python, timeout: (caught, 1.0))
+    assert mutants.main([m.name]) == rc
+    out = capsys.readouterr().out
+    assert ("rounding" in out) == (must_survive and caught is not None), out

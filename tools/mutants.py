@@ -11,6 +11,11 @@ catch it first) and stop at the first failure.
 A mutant is *caught* when some chapter fails; one that survives every chapter is a claim the book
 does not really check, and the script exits 1. The README lists which chapter catches which.
 
+A *must-survive* mutant (``must_survive=True``) is the opposite: a harmless perturbation (the
+learning rate times 1 + 1e-6) that changes float32 training's trajectories by rounding only,
+as another CPU's kernel path does (issue 43). Every chapter it names must still pass under it
+(all are run); a chapter that fails has an assert decided by rounding, and the script exits 1.
+
     python tools/mutants.py                 # every mutant
     python tools/mutants.py idle-trainer    # one of them
     python tools/mutants.py --list
@@ -39,6 +44,12 @@ class Mutant:
     new: str
     chapters: tuple           # the chapters to try, in order (file stems under book/)
     count: int = 1            # how many occurrences are replaced (0: all)
+    must_survive: bool = False  # harmless: every chapter must still pass under it
+
+
+#: The chapters whose asserts read training outcomes (the must-survive mutant runs them all)
+TRAINING = ("ch3_eps_positive", "ch3_score_range", "ch6_training", "ch6_mechanism",
+            "ch6_explanations", "ch7_controls")
 
 
 MUTANTS = (
@@ -112,6 +123,14 @@ MUTANTS = (
 )
 
 
+MUTANTS += (
+    Mutant("lr-one-part-in-a-million", "harmless: the learning rate times 1 + 1e-6 (float32 "
+           "training's trajectories change by rounding, as on another CPU's kernel path)",
+           "train.py", "lr=pr.lr, weight_decay", "lr=pr.lr * (1 + 1e-6), weight_decay",
+           TRAINING, must_survive=True),
+)
+
+
 def apply(mutant: Mutant, pkg: pathlib.Path) -> None:
     path = pkg / mutant.file
     src = path.read_text()
@@ -123,7 +142,8 @@ def apply(mutant: Mutant, pkg: pathlib.Path) -> None:
 
 
 def run(mutant: Mutant, python: str, timeout: int) -> tuple:
-    """(caught_by or None, seconds)."""
+    """(caught_by or None, seconds). A must-survive mutant runs every chapter it names and
+    returns every failure (joined by '; ')."""
     t0 = time.time()
     with tempfile.TemporaryDirectory(prefix=f"mutant-{mutant.name}-") as tmp:
         tmp = pathlib.Path(tmp)
@@ -137,6 +157,7 @@ def run(mutant: Mutant, python: str, timeout: int) -> tuple:
                                env=env, capture_output=True, text=True, cwd=ROOT / "book")
         if not where.stdout.strip().startswith(str(tmp)):
             raise SystemExit(f"the mutated copy is not the one imported: {where.stdout}{where.stderr}")
+        failed = []
         for ch in mutant.chapters:
             src = ROOT / "book" / f"{ch}.md"
             if not src.exists():
@@ -145,8 +166,10 @@ def run(mutant: Mutant, python: str, timeout: int) -> tuple:
                                 "--nbval-lax", "--nbval-current-env", f"--nbval-cell-timeout={timeout}",
                                 str(src)], env=env, cwd=ROOT, capture_output=True, text=True)
             if r.returncode != 0:
-                return f"{ch} ({_reason(r.stdout)})", time.time() - t0
-    return None, time.time() - t0
+                failed.append(f"{ch} ({_reason(r.stdout)})")
+                if not mutant.must_survive:
+                    break
+    return "; ".join(failed) or None, time.time() - t0
 
 
 def _reason(out: str) -> str:
@@ -171,22 +194,32 @@ def main(argv=None) -> int:
     known = {m.name: m for m in MUTANTS}
     if args.list:
         for m in MUTANTS:
-            print(f"{m.name:24s} sensbook/{m.file:18s} {m.what}")
+            print(f"{m.name:24s} sensbook/{m.file:18s} "
+                  f"{'(must survive) ' if m.must_survive else ''}{m.what}")
         return 0
     unknown = [n for n in args.names if n not in known]
     if unknown:
         p.error(f"unknown mutant(s) {unknown}; known: {', '.join(known)}")
-    survivors = []
+    survivors, rounding = [], []
     for m in [known[n] for n in args.names] or MUTANTS:
         caught, secs = run(m, sys.executable, args.timeout)
-        print(f"{m.name:22s} {'caught by ' + caught if caught else 'SURVIVED'} ({secs:.0f} s)",
-              flush=True)
-        if not caught:
+        if m.must_survive:
+            verdict = (f"FAILED (must survive; an assert decided by rounding): {caught}" if caught
+                       else "survived, as it must")
+        else:
+            verdict = "caught by " + caught if caught else "SURVIVED"
+        print(f"{m.name:22s} {verdict} ({secs:.0f} s)", flush=True)
+        if m.must_survive and caught:
+            rounding.append(m.name)
+        elif not m.must_survive and not caught:
             survivors.append(m.name)
     if survivors:
         print(f"{len(survivors)} mutant(s) survived: {', '.join(survivors)}")
+    if rounding:
+        print(f"{len(rounding)} harmless mutant(s) failed a chapter: {', '.join(rounding)}")
+    if survivors or rounding:
         return 1
-    print("every mutant was caught")
+    print("every mutant was caught, and every harmless one survived")
     return 0
 
 

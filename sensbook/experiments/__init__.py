@@ -36,7 +36,7 @@ import torch
 
 from ..pages import use_style
 from ..runtime.published import fetch_missing, in_colab, published_keys, published_url
-from ..runtime.store import Store, key, results_dir
+from ..runtime.store import Store, key, results_dir, where_computed
 from ..runtime.sweep import Sweep, run_pool, run_sweep
 from ..settings import check_scale, device, scale as current_scale
 
@@ -49,7 +49,10 @@ CHAPTERS = ("ch1", "ch2", "ch3", "ch4", "ch5", "ch5_certified", "ch6_training", 
 #: against the cost models' predicted sum over two workers. The cost models over-predict (the
 #: measured CPU seconds were 0.68 of the prediction on 2026-12-04), so this bound is looser
 #: than the wall time it guards; the README's fresh-clone measurement is the real check.
-BOOK_BUDGET_SECONDS = 21 * 60 + 10
+#: Raised from 21 min 10 s to 23 min for issue 43 (8 seeds a side in ch6.first_mechanism's
+#: ablation and its one-ulp repeat, 8 seeds in ch7.training): at 0.68 of the prediction the
+#: experiments take about 15.5 min, the whole `make book` about 19.5 of its 25.
+BOOK_BUDGET_SECONDS = 23 * 60
 
 
 @dataclass(frozen=True)
@@ -226,7 +229,9 @@ def banner(*names: str) -> str:
 
     Notes
     -----
-    For the experiments named, in this order: how many configurations are stored here, how many the published store holds (Colab, or
+    For the experiments named, in this order: how many configurations are stored here (and
+    on which kernel path and CPU they were computed: their records' ``meta``,
+    :func:`~sensbook.runtime.store.where_computed`, and this machine's path), how many the published store holds (Colab, or
     ``$SENSBOOK_PUBLISHED``; by its index, which a fetch has not confirmed yet: what does not
     arrive or fails a check is computed, and :func:`run_experiment` says how many) and the
     predicted time of the rest (the cost models: one CPU core; on a GPU each experiment is
@@ -248,14 +253,19 @@ def banner(*names: str) -> str:
     index = published_keys(base) if base else None
     n = here = site = todo = 0
     seconds = site_seconds = 0.0
+    paths = {}                          # where the stored results were computed: their count
     for e in exps.values():
         sweep = e.sweep(sc)
         st = Store(results_dir(), e.name, sweep.version)
         held = (index or {}).get(e.name, ())
         for c in sweep.configs:
             n += 1
-            if st.done(c):
+            rec = st.record(c)
+            if rec is not None:
                 here += 1
+                m = rec["meta"]
+                w = f"{m.get('kernel', 'path not recorded')}, {m.get('cpu', 'CPU not recorded')}"
+                paths[w] = paths.get(w, 0) + 1
             elif key(c, sweep.version) in held:
                 site += 1
                 site_seconds += e.cost(c)
@@ -275,6 +285,10 @@ def banner(*names: str) -> str:
     if site:               # what the index lists is not yet fetched, nor checked
         lines.append(f"(not yet fetched: any that fails to arrive is computed here, at most "
                      f"{_minutes(site_seconds)})")
+    if paths:              # float32 training's outcomes depend on the kernel path (issue 43)
+        here_path = where_computed(str(device()))["kernel"]
+        lines.append("stored results computed on kernel path, CPU: " + "; ".join(
+            f"{w} ({k})" for w, k in sorted(paths.items())) + f" (this machine: {here_path})")
     if seconds > BANNER_LONG_SECONDS:
         lines += ["too long for one notebook session: compute them on a GPU or a cluster and",
                   "keep the store on a drive (the introduction, 'At paper scale')"]

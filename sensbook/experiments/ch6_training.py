@@ -557,28 +557,110 @@ def table(rows) -> str:
 
 # ---- chapter 6: what trained FIRST uses at long N, and the ablation of 1[n = 1] ------------
 #: ``ch6.first_mechanism``: FIRST as in ``ch6.long`` (same seeds, protocol and checks), with the
-#: positional feature 1[n = 1] (``mark_first``) at the longest length and both eps, and
-#: without it at ``ablation`` lengths (eps = the smallest of ``long``'s), ``ablation_budget``
-#: steps; the trained models are probed on ``probe`` held-out strings.
-MECHANISM = dict(ci=dict(ablation=[17], ablation_budget=300, probe=64),
-                 book=dict(ablation=[17, 65, 129], ablation_budget=300, probe=128),
-                 paper=dict(ablation=[33, 65, 129, 257], ablation_budget=2000, probe=512))
+#: positional feature 1[n = 1] (``mark_first``) at the longest length and both eps; and at the
+#: ``ablation`` lengths (eps = the smallest of ``long``'s) ``seeds`` seeds with and without it,
+#: ``ablation_budget`` steps, once as drawn and once with every float32 initial parameter moved
+#: one unit in the last place (``perturb``: training's own noise); the trained models are probed
+#: on ``probe`` held-out strings. N = 129 and beyond only at paper scale (the cost).
+MECHANISM = dict(ci=dict(ablation=[17], ablation_budget=300, seeds=8, probe=64),
+                 book=dict(ablation=[17, 65], ablation_budget=500, seeds=8, probe=128),
+                 paper=dict(ablation=[33, 65, 129, 257], ablation_budget=2000, seeds=16,
+                            probe=512))
 
 
 def mechanism_configs(scale: str) -> list:
     """FIRST at long N: the ``ch6.long`` configuration at its largest N (both eps) with the
-    feature 1[n = 1], and without it at the ablation lengths, each tagged ``mark_first``."""
+    feature 1[n = 1]; at each ablation length the same seeds with (``mark_first``) and without
+    it, each as drawn (``perturb`` 0) and one ulp away (``perturb`` 1)."""
     m = MECHANISM[check_scale(scale, "scale")]
     long = {(c["N"], c["protocol"]["eps"]): c for c in long_configs(scale)
             if c["target"] == "FIRST"}
     N_max, eps_min = max(n for n, _ in long), min(e for _, e in long)
-    out = [dict(long[N_max, e], mark_first=True) for n, e in sorted(long) if n == N_max]
+    out = [dict(long[N_max, e], mark_first=True, perturb=0, role="probe") for n, e in sorted(long)
+           if n == N_max]
     for N in m["ablation"]:
-        c = dict(long[N, eps_min], mark_first=False, probe=m["probe"])
-        c["protocol"] = {**c["protocol"], "steps": int(m["ablation_budget"])}
-        out.append(c)
+        base = dict(long[N, eps_min], seeds=list(range(int(m["seeds"]))))
+        base["protocol"] = {**base["protocol"], "steps": int(m["ablation_budget"])}
+        out += [dict(base, mark_first=mark, perturb=u, role="ablation") for u in (0, 1)
+                for mark in (True, False)]
     for c in out:
         c["probe"] = m["probe"]
+    return out
+
+
+def logrank(times, observed, group) -> dict:
+    """The log-rank test of two groups' censored times (``group`` 0 or 1 per run; ties by the
+    hypergeometric variance): ``z`` = (observed - expected events of group 1) / sd, negative
+    when group 1 fails (here: learns) later; ``p``, two-sided, from the normal law."""
+    t, d, g = (np.asarray(v, dtype=float) for v in (times, observed, group))
+    if set(np.unique(g)) != {0.0, 1.0}:
+        raise ValueError(f"group must hold both 0 and 1, got {sorted(set(g.tolist()))}")
+    o_e = var = 0.0
+    for s in np.unique(t[d > 0]):
+        at = t >= s
+        n, n1 = at.sum(), (at & (g == 1)).sum()
+        e, e1 = ((t == s) & (d > 0)).sum(), ((t == s) & (d > 0) & (g == 1)).sum()
+        o_e += e1 - e * n1 / n
+        var += e * (n1 / n) * (1 - n1 / n) * (n - e) / max(n - 1, 1)
+    z = o_e / math.sqrt(var) if var > 0 else 0.0
+    return dict(z=z, p=math.erfc(abs(z) / math.sqrt(2)))
+
+
+def ablation_effect(rows) -> dict:
+    """FIRST without 1[n = 1] against with it, on one length's ablation runs (``rows``: the
+    results of one ``perturb``, ``mark_first`` True and False, the same seeds): the log-rank
+    test (:func:`logrank`, group 1 = without) and the log-normal AFT coefficient ``b`` of
+    "without" (log2 of the factor on the steps to learn; censored runs at the budget,
+    :func:`sensbook.survival.fit_aft`) with its 95% profile-likelihood interval (``low``,
+    ``high``; None where every run without the feature is censored: no finite MLE)."""
+    t = np.concatenate([np.minimum(r["steps"], r["budget"]) for r in rows])
+    d = np.concatenate([np.isfinite(r["steps"]) for r in rows])
+    g = np.concatenate([np.full(len(r["steps"]), 0.0 if r["mark_first"] else 1.0)
+                        for r in rows])
+    out = dict(logrank(t, d, g), b=None, low=None, high=None)
+    if d[g == 1].any():
+        fit = fit_aft(g, t, d)
+        out["b"] = fit["b"]
+        out["low"], out["high"] = profile_interval(g, t, d, fit=fit)
+    return out
+
+
+def ablation(configs, results) -> dict:
+    """``ch6.first_mechanism``'s ablation runs, per (N, perturb): ``with`` and ``without`` (the
+    results with and without 1[n = 1], ``steps`` as floats, inf = censored), ``budget``,
+    ``seeds`` and their comparison (:func:`ablation_effect`)."""
+    out = {}
+    for c, r in zip(configs, results):
+        if c["role"] == "ablation":
+            r = dict(r, steps=np.array([np.inf if s is None else s for s in r["steps"]]))
+            a = out.setdefault((c["N"], c["perturb"]), dict(budget=r["budget"],
+                                                            seeds=len(c["seeds"])))
+            a["with" if c["mark_first"] else "without"] = r
+    for a in out.values():
+        a.update(ablation_effect([a["with"], a["without"]]))
+    return dict(sorted(out.items()))
+
+
+def rounding_noise(abl: dict) -> dict:
+    """Training's own noise, per ablation length N and arm (``with``, ``without``): the runs as
+    drawn against the runs one ulp away (:func:`ablation`'s perturb 0 and 1, the same seeds):
+    ``diff``, per seed the |difference| of the steps to learn where both learned; ``changed``,
+    the fraction of seeds whose outcome (learned within the budget or not) differs; and
+    ``inside``: whether each run's AFT coefficient lies inside the other's 95% interval
+    (None where one has no finite fit)."""
+    out = {}
+    for N in sorted({n for n, _ in abl}):
+        a0, a1 = abl[N, 0], abl[N, 1]
+        row = {}
+        for arm in ("with", "without"):
+            t0, t1 = a0[arm]["steps"], a1[arm]["steps"]
+            both = np.isfinite(t0) & np.isfinite(t1)
+            row[arm] = dict(diff=np.abs(t0 - t1)[both], changed=float(np.mean(
+                np.isfinite(t0) != np.isfinite(t1))), t0=t0, t1=t1)
+        fits = [a0, a1]
+        row["inside"] = None if any(f["b"] is None for f in fits) else bool(all(
+            f["low"] <= g["b"] <= f["high"] for f, g in (fits, fits[::-1])))
+        out[N] = row
     return out
 
 
@@ -589,7 +671,9 @@ def first_mechanism_one(config: dict) -> dict:
     ``var_eos`` (2L,), the median variance of each layer norm's input at eos; ``beta``, the
     median cumulative blowup; ``flip_first`` and ``flip_other``: mean |Delta T| of flipping
     bit 1, and the largest mean over bits 2, N/2 and N; plus ``steps``, ``accuracy`` and
-    ``margin`` (min |T| over the probe strings)."""
+    ``margin`` (min |T| over the probe strings). ``perturb`` = 1 moves every float32 initial
+    parameter one unit in the last place (``torch.nextafter`` towards +inf) before training:
+    ``moved`` counts the parameters that changed."""
     from ..hinge import flip_hinge
 
     N = check_n(config["N"])
@@ -600,6 +684,10 @@ def first_mechanism_one(config: dict) -> dict:
     torch.set_num_threads(1)
     try:
         model = init_population(seeds, pr, device=dev)
+        theta0 = model.flat().detach().clone()
+        if int(config.get("perturb", 0)):
+            model.set_flat(torch.nextafter(theta0, torch.full_like(theta0, math.inf)))
+        moved = int((model.flat() != theta0).sum())
         model.mark_first = bool(config["mark_first"])
         n_test = None if N <= int(config["exhaustive_max"]) else int(config["n_test"])
         run = learn(model, f, N, seeds, pr, criterion=config["criterion"], n_test=n_test,
@@ -613,6 +701,7 @@ def first_mechanism_one(config: dict) -> dict:
         torch.set_num_threads(threads)
     med = lambda t: t.double().median(1).values.cpu().numpy().tolist()
     return dict(steps=run["steps"], budget=pr.steps, mark_first=bool(config["mark_first"]),
+                perturb=int(config.get("perturb", 0)), moved=moved,
                 accuracy=accuracy(model, f, N, n_test=n_test).tolist(),
                 margin=T.abs().amin(1).double().cpu().numpy().tolist(),
                 w_first=w[..., 0].mean(1).double().cpu().numpy().tolist(),
@@ -622,7 +711,7 @@ def first_mechanism_one(config: dict) -> dict:
 
 
 def _mechanism_cost(config: dict) -> float:
-    c = {k: v for k, v in config.items() if k not in ("mark_first", "probe")}
+    c = {k: v for k, v in config.items() if k not in ("mark_first", "probe", "perturb")}
     if not config["mark_first"]:                     # assume the whole budget is spent
         c["target"] = "UNMARKED"
     return cost(c) + 1e-7 * config["probe"] * (config["N"] + 1) ** 2

@@ -82,9 +82,9 @@ def _summary(table):
 #: learning rate are chapter 6's at the same scale (``ch6_training.SIZES``).
 SIZES = {
     "ci": dict(Ns=[6, 8], P=24, n_random=400, train_N=7, targets=["PARITY", "MAJORITY"],
-               seeds=3),
+               seeds=8),
     "book": dict(Ns=[6, 8, 10], P=64, n_random=2000, train_N=9,
-                 targets=["PARITY", "MAJORITY"], seeds=4),
+                 targets=["PARITY", "MAJORITY"], seeds=8),
     "paper": dict(Ns=[6, 8, 10, 12, 14], P=512, n_random=20000, train_N=11,
                   targets=["PARITY", "MAJORITY", "FIRST"], seeds=16),
 }
@@ -187,6 +187,29 @@ def train_cost(config: dict) -> float:
     if config["arch"] == "LSTM" and config["target"] == "PARITY":
         steps = pr["steps"]
     return 0.5 + steps * _STEP[config["arch"]] * (1 + n * pr["batch"] / 512)
+
+
+def against_lstm(configs, results, target_name: str = "PARITY") -> dict:
+    """Each architecture's steps to learn ``target_name`` against the LSTM's (the same seeds and
+    budget), as censored samples: the log-rank test
+    (:func:`sensbook.experiments.ch6_training.logrank`; ``z`` > 0 when the architecture
+    learns earlier than the LSTM) and ``learned``, its seeds that learned. A count of seeds
+    at the budget's edge is decided by the CPU's rounding (issue 43); the test is not."""
+    cells = {c["arch"]: r for c, r in zip(configs, results) if c["target"] == target_name}
+    if "LSTM" not in cells:
+        raise ValueError(f"target_name={target_name!r}: no LSTM cell to compare with")
+    t = lambda r: np.minimum([np.inf if s is None else s for s in r["steps"]], r["budget"])
+    d = lambda r: np.array([s is not None for s in r["steps"]])
+    out = {}
+    for arch, r in cells.items():
+        if arch != "LSTM":
+            lr = ch6_training.logrank(np.concatenate([t(cells["LSTM"]), t(r)]),
+                                      np.concatenate([d(cells["LSTM"]), d(r)]),
+                                      [0] * len(cells["LSTM"]["steps"])
+                                      + [1] * len(r["steps"]))
+            out[arch] = dict(z=lr["z"], p=lr["p"], learned=int(d(r).sum()),
+                             seeds=len(r["steps"]))
+    return out
 
 
 register(Experiment("ch7.training", ch7_train_configs, "sensbook.experiments.ch7:train_one",

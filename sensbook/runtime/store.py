@@ -9,9 +9,7 @@
   then ``os.replace``), so a killed run leaves either the whole file or none; a record holds its
   configuration, version and checksum, and :meth:`Store.load` returns it only when all match.
 * :class:`Claim`: a configuration being computed is claimed, so several runners on one folder
-  split the work (:mod:`sensbook.runtime.sweep`).
-
-Imports nothing of sensbook but :mod:`sensbook.settings`.
+  split the work (:mod:`sensbook.runtime.sweep`). Imports nothing of sensbook but :mod:`sensbook.settings`.
 """
 from __future__ import annotations
 
@@ -248,9 +246,8 @@ def check_record(rec, version_: str, key_: str, config) -> str | None:
     return problem
 
 
-#: The deepest nesting of lists and objects a record (or the published index) may have: the
-#: book's records are a few levels deep; a deeper one would overflow the stack of whatever
-#: reads it next (its checksum, its configuration's canonical form).
+#: The deepest nesting of lists and objects a record (or the published index) may have: a
+#: deeper one would overflow the stack of whatever reads it next (checksum, canonical form).
 MAX_RECORD_DEPTH = 64
 
 
@@ -464,6 +461,19 @@ class Claim:
             pass
 
 
+def where_computed(device: str = "cpu") -> dict:
+    """A record's ``meta`` (not its key: a published store is read anywhere): ``kernel``, torch's
+    CPU kernel path (``$ATEN_CPU_CAPABILITY``) or the CUDA device, ``cpu``, and
+    ``MKL_ENABLE_INSTRUCTIONS`` if set."""
+    import torch
+    p = pathlib.Path("/proc/cpuinfo")
+    cpu = [ln.split(":", 1)[1].strip() for ln in (p.read_text().splitlines() if p.is_file()
+                                                  else ()) if ln.startswith("model name")]
+    cuda = str(device).startswith("cuda") and torch.cuda.is_available()
+    return {"kernel": "CUDA " + torch.cuda.get_device_name(torch.device(device)) if cuda
+            else torch.backends.cpu.get_cpu_capability(), "cpu": (cpu or [os.uname().machine])[0],
+            **{k: os.environ[k] for k in ("MKL_ENABLE_INSTRUCTIONS",) if os.environ.get(k)}}
+
 @dataclass(frozen=True)
 class Claimed:
     """What :func:`~sensbook.runtime.sweep._attempt` returns when another live runner holds
@@ -588,15 +598,17 @@ class Store:
 
     def save(self, config, result, meta: dict | None = None) -> pathlib.Path:
         """Write atomically: temp file in the same folder, fsync, then ``os.replace``.
-        ``meta`` (device, seconds, ...) is stored beside the result, with a checksum. The
+        ``meta`` (device, seconds, ...) is stored beside the result, with a checksum, and
+        where it was computed (:func:`where_computed`). The
         result must be standard JSON (no NaN or Infinity: encode them, e.g. as None)."""
         if result is None:
             raise ValueError(f"{self.name}: the result of config {canonical(config)} is None; a "
                              "runner must return a JSON-able result (None reads as missing)")
         p = self.path(config)
         p.parent.mkdir(parents=True, exist_ok=True)
+        meta = dict(meta or {})
         rec = {"version": self.version, "key": p.stem, "config": config, "result": result,
-               "meta": dict(meta or {})}
+               "meta": {**where_computed(str(meta.get("device", "cpu"))), **meta}}
         try:
             rec["sha256"] = _checksum(rec)
             text = json.dumps(rec, sort_keys=True, allow_nan=False)

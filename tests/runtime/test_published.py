@@ -110,11 +110,14 @@ def test_the_banner_says_what_is_stored_published_and_to_compute(tmp_path, site,
     monkeypatch.setenv("SENSBOOK_PUBLISHED", base)
     monkeypatch.setenv("SENSBOOK_RESULTS", str(tmp_path / "reader"))
     text = banner_at("book", exp.name)
+    where = sb.runtime.store.where_computed()      # issue 43: where the stored one was computed
     assert text.splitlines()[1:] == [
         "this notebook reads 1 experiment (5 configurations at this scale): test.fake",
         f"1 stored here, 2 in the published store ({base}), 2 to compute: "
         "about 0 s on one CPU core",
-        "(not yet fetched: any that fails to arrive is computed here, at most 0 s)"]
+        "(not yet fetched: any that fails to arrive is computed here, at most 0 s)",
+        f"stored results computed on kernel path, CPU: {where['kernel']}, {where['cpu']} (1) "
+        f"(this machine: {where['kernel']})"]
     assert requested == ["/book/results/index.json"]
     (tmp_path / "log").unlink(missing_ok=True)
     sb.run_experiment(exp.name, "book", tmp_path / "reader", progress=False)

@@ -453,3 +453,24 @@ def test_a_store_that_is_a_file_is_one_line_and_nothing_computed(command, tmp_pa
     assert err.count("\n") == 1 and "Traceback" not in err
     assert f"{tmp_path / 'file'} is a file, not a folder; nothing was computed" in err
     assert not (tmp_path / "log").exists()
+
+
+def test_records_say_where_they_were_computed_and_are_read_on_any_path(tmp_path):
+    """Issue 43: a record's meta names the kernel path torch ran (and the CPU); its key does
+    not, so a store computed on one path is read, not recomputed, on another."""
+    import torch
+
+    st = sw.Store(tmp_path, "fake", "v1")
+    st.save({"i": 1}, {"square": 1}, {"device": "cpu"})
+    meta = st.record({"i": 1})["meta"]
+    assert meta["kernel"] == torch.backends.cpu.get_cpu_capability() and meta["cpu"], meta
+    assert meta["device"] == "cpu"
+    code = ("import sys, torch, sensbook.runtime.store as sw; st = sw.Store(sys.argv[1], 'fake', "
+            "'v1'); print(st.load({'i': 1}), sw.key({'i': 1}, 'v1')); "
+            "st.save({'i': 2}, {'square': 4}); print(st.record({'i': 2})['meta']['kernel'])")
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True,
+                         text=True, check=True, cwd=ROOT,
+                         env=dict(os.environ, ATEN_CPU_CAPABILITY="default",
+                                  PYTHONPATH=str(ROOT))).stdout.split("\n")
+    assert out[0] == f"{{'square': 1}} {sw.key({'i': 1}, 'v1')}", out
+    assert out[1] == "DEFAULT", out

@@ -49,7 +49,9 @@ CHAPTERS = ("ch1", "ch2", "ch3", "ch4", "ch5", "ch5_certified", "ch6_training", 
 #: against the cost models' predicted sum over two workers. The cost models over-predict (the
 #: measured CPU seconds were 0.68 of the prediction on 2026-12-04), so this bound is looser
 #: than the wall time it guards; the README's fresh-clone measurement is the real check.
-BOOK_BUDGET_SECONDS = 21 * 60 + 10
+#: Raised by 90 s for ``ch6.interventions`` (170 s predicted over two workers, about 60 s of
+#: wall time at the measured 0.68) against the fresh clone's 18 min 20 s of 25.
+BOOK_BUDGET_SECONDS = 22 * 60 + 40
 
 
 @dataclass(frozen=True)

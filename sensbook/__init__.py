@@ -13,7 +13,8 @@ Companion package of the executable book following Kövér, Butoi, Svete, Hahn &
   MAJORITY transformers), ``volume`` (basins, census, the parameter-function map),
   ``certify`` (interval bounds of T over a box of parameters, certified radii), ``train``
   (population training, sharpness), ``mechanism`` (what a trained model uses at eos:
-  layer-norm variances, blowup, attention), ``survival`` (censored steps to learn:
+  layer-norm variances, blowup, attention), ``interventions`` (what the labels depend on:
+  frozen layer norms, fixed attention, patched activations), ``survival`` (censored steps to learn:
   Kaplan-Meier, accelerated-failure-time fits), ``fourier`` and ``controls`` (Walsh spectra; other architectures);
   ``pages`` (the figure style, printed tables, and explorers that answer on the published page);
   ``settings`` at the bottom (scale, device, progress bars), imported by all;
@@ -40,13 +41,15 @@ from .geometry import (Recognition, blowup_bound, danger_center, distinct_functi
                        with_flips)
 from .hinge import (flip_hinge, flip_sensitivity, lemma29_ratio, lemma29_slope,
                     maximise_influence, converged_influence)
-from .model import INITS, Recognizer, Trace, blowup, num_parameters, positional_features
+from .model import INITS, Recognizer, Trace, num_parameters, positional_features
 from .labels import ACCEPT, NONFINITE, REJECT, UNDECIDED, classify, rounding_margin
 from .profile import (Profile, profile_from_table, sampled_profile, sensitivity_profile,
                       truth_table, zero_sensitivity_count)
 from .profiles import compare_profiles, plot_profile
 from .survival import fit_aft, heldout_loglik, kaplan_meier, profile_interval
-from .mechanism import eos_mechanism
+from .mechanism import blowup, eos_mechanism
+from .interventions import (effect, fix_attention, freeze_norms, patch, variance_summary)
+from .interventions import scores as intervened_scores
 from .pages import STYLE, explore, html_table, text_table, use_style
 from .settings import SCALES, check_device, device, pick, progress, scale, set_scale
 from .settings import VERSION as __version__

@@ -30,7 +30,7 @@ import torch
 from .adapters import Classifier
 from .boolean import check_n, check_real, check_strings, index_to_strings
 from .labels import ACCEPT, REJECT, Evaluator, classify
-from .model import Recognizer, blowup, positional_features
+from .model import Recognizer, positional_features
 from .settings import progress as _progress
 
 __all__ = [
@@ -634,7 +634,7 @@ def maximise_blowup(
     def record(t):
         if t % every == 0 or t == steps:
             done.append(t)
-            hist.append(blowup(model, x).double().cpu().numpy())
+            hist.append(model.trace(x)[1].beta.double().cpu().numpy())
 
     ascend_in_box(model, lambda: _log_blowup(model, x), steps=steps, lr=lr, box=box,
                   before_step=record)

@@ -51,7 +51,7 @@ import torch.nn.functional as Fn
 from torch import nn
 
 from .boolean import check_int, check_n, check_real, check_seed, check_strings
-from .settings import LONG_N, check_device, progress
+from .settings import check_device
 
 INITS = ("uniform", "gaussian", "xavier_uniform", "xavier_normal")
 
@@ -269,8 +269,7 @@ class Recognizer(ScoreModule):
 
     def select(self, idx) -> "Recognizer":
         """The sub-population ``idx`` (an index, list, slice or bool mask) as a new model."""
-        theta = self.flat()[idx]
-        theta = theta.reshape(-1, self.M)
+        theta = self.flat()[idx].reshape(-1, self.M)
         return self.like(theta.shape[0]).set_flat(theta)
 
     @classmethod
@@ -372,13 +371,18 @@ class Recognizer(ScoreModule):
         return model
 
     # ---- forward --------------------------------------------------------------------------
-    def _ln(self, d, rec):
-        """LN_eps over the last axis; ``rec`` collects (variance, input) when tracing."""
+    def _ln(self, d, rec, j=0, edits=None):
+        """LN_eps over the last axis; ``rec`` collects (variance, input) when tracing; ``edits``
+        (:mod:`sensbook.interventions`) may rewrite layer norm j's sqrt(var + eps) and output."""
         c = d - d.mean(-1, keepdim=True)
         var = (c * c).mean(-1, keepdim=True)
         if rec is not None:
             rec.append((var.squeeze(-1), d))
-        return c / torch.sqrt(var + self._eps)
+        if not edits:
+            return c / torch.sqrt(var + self._eps)
+        same = lambda t: t
+        out = c / edits.get(("norm", j), same)(torch.sqrt(var + self._eps))
+        return edits.get(("out", j), same)(out)
 
     def _embed(self, x, models=slice(None), checked=False):
         """y^0: (P', B, N+1, D) for the models ``models`` from x of shape (B, N), (P, B, N),
@@ -408,9 +412,9 @@ class Recognizer(ScoreModule):
         out = torch.baddbmm(b.unsqueeze(1), h.reshape(P, -1, h.shape[-1]), W)
         return out.reshape(P, *shape, W.shape[-1])
 
-    def _attention(self, h, lay, last_only, att=None):
-        """Multi-head softmax attention; only the eos query if ``last_only``; ``att`` collects
-        the eos query's scores q k / sqrt(d_head), shape (P, B, H, S)."""
+    def _attention(self, h, lay, last_only, edits=None, i=0):
+        """Multi-head softmax attention; only the eos query if ``last_only``; ``edits`` may
+        rewrite layer i's scores q k / sqrt(d_head), shape (P, B, H, queries, S)."""
         P, B, S, D = h.shape
         H, dh = self.H, D // self.H
         hq = h[:, :, -1:] if last_only else h
@@ -418,27 +422,28 @@ class Recognizer(ScoreModule):
         q = heads(self._affine(hq, lay.Wq, lay.bq))
         k = heads(self._affine(h, lay.Wk, lay.bk))
         v = heads(self._affine(h, lay.Wv, lay.bv))
-        if att is not None:
-            s = (q[:, :, -1:] @ k.transpose(-1, -2))[:, :, 0] / math.sqrt(dh)   # (PB, H, S)
-            att.append(s.reshape(P, B, H, S))
-        a = Fn.scaled_dot_product_attention(q, k, v)            # softmax(q k^T / sqrt(dh)) v
+        edit = (edits or {}).get(("scores", i))
+        if edit is None:
+            a = Fn.scaled_dot_product_attention(q, k, v)        # softmax(q k^T / sqrt(dh)) v
+        else:
+            s = edit((q @ k.transpose(-1, -2) / math.sqrt(dh)).reshape(P, B, H, -1, S))
+            a = torch.softmax(s, -1).reshape(P * B, H, -1, S) @ v
         a = a.transpose(1, 2).reshape(P, B, hq.shape[2], D)
         return self._affine(a, lay.Wo, lay.bo)
 
-    def _run(self, x, rec=None, att=None, models=slice(None), checked=False):
+    def _run(self, x, rec=None, edits=None, models=slice(None), checked=False):
         """T for the models ``models`` (a slice of the population axis; x is (B, N), (P, B, N)
-        or already sliced); ``rec``/``att`` collect the trace's internals."""
+        or already sliced); ``rec`` collects the trace's internals; ``edits`` maps a site
+        (:mod:`sensbook.interventions`) to a function that rewrites its tensor."""
         h = self._embed(x, models, checked)
         for i, lay in enumerate(self.layers):
             lay = _Slice(lay, models)
             last = rec is None and i == self.L - 1       # only eos matters at the top
-            if last:
-                h = self._ln(h[:, :, -1:] + self._attention(h, lay, True, att), rec)
-            else:
-                h = self._ln(h + self._attention(h, lay, False, att), rec)
+            a = self._attention(h, lay, last, edits, i)
+            h = self._ln((h[:, :, -1:] if last else h) + a, rec, 2 * i, edits)
             u = self._affine(h, lay.W1, lay.b1)
             u = torch.relu_(u) if not u.requires_grad else torch.relu(u)
-            h = self._ln(h + self._affine(u, lay.W2, lay.b2), rec)
+            h = self._ln(h + self._affine(u, lay.W2, lay.b2), rec, 2 * i + 1, edits)
         return (h[:, :, -1] * self.w[models].unsqueeze(1)).sum(-1) \
             + self.omega[models].unsqueeze(1)
 
@@ -534,8 +539,9 @@ class Recognizer(ScoreModule):
         """(scores, weights) of the eos query in every layer and head: shape (P, B, L, H, N+1);
         scores q k / sqrt(d_head), weights their softmax over the N+1 positions (position 1
         first). Hard attention on position 1 is weights[..., 0] near 1."""
-        att = []
-        self._run(x, att=att)
+        att = []                                  # the scores of the eos query, layer by layer
+        self._run(x, edits={("scores", i): lambda t: att.append(t[..., -1, :]) or t
+                            for i in range(self.L)})
         s = torch.stack(att, 2)
         return s, torch.softmax(s, -1)
 
@@ -562,42 +568,6 @@ class Recognizer(ScoreModule):
         return (f"Recognizer(P={self.P}, D={self.D}, L={self.L}, H={self.H}, F={self.F}, "
                 f"eps={self.eps}, M={self.M}, "
                 f"{'' if self.mark_first else 'mark_first=False, '}{self.dtype}, {self.device})")
-
-
-def blowup(model: Recognizer, x) -> torch.Tensor:
-    r"""The cumulative blowup :math:`\beta^L(\theta, x) = \prod_j \max_n (1 + z_{j,n})`
-    over the layer norms.
-
-    Parameters
-    ----------
-    model : Recognizer
-        The population.
-    x : torch.Tensor
-        0/1 strings ``(B, N)`` or ``(P, B, N)``.
-
-    Returns
-    -------
-    torch.Tensor
-        Shape ``(P, B)``; +inf where a layer norm at :math:`\varepsilon = 0` has zero variance.
-
-    Notes
-    -----
-    Lemma 2.9: flipping one bit moves T by at most :math:`C \beta(x) \beta(x \oplus e_n) / N`.
-    Lemma 3.2: for :math:`\varepsilon > 0`, :math:`\beta \le (1 + 1/\sqrt{\varepsilon})^{2L}`
-    here (2L layer norms).
-
-    Time: quadratic in N; on one CPU thread about 1.6 s per string at N = 16,000 for a model of
-    D = 12, L = 2, H = 1, so about a minute per string at :math:`N = 10^5` (times P, L, H).
-    From N = ``LONG_N`` (:math:`10^5`) on, the strings go one at a time behind a progress bar.
-    """
-    if not isinstance(model, Recognizer):
-        raise ValueError(f"model must be a sensbook.Recognizer, got {type(model).__name__}: the "
-                         "blowup is defined through the recognizer's layer norms")
-    x = torch.as_tensor(x)
-    if x.dim() == 2 and x.shape[1] >= LONG_N:
-        return torch.cat([model.trace(s)[1].beta for s in progress(
-            x.split(1), desc=f"blowup N={x.shape[1]}")], 1)
-    return model.trace(x)[1].beta
 
 
 class LowPrecision(ScoreModule):

@@ -231,8 +231,8 @@ def test_38_9_score_gap_blowup_and_flip_hinge_show_a_bar_on_long_strings(monkeyp
         return real(iterable, **kw)
     import sensbook.constructions as cons
     import sensbook.hinge as hinge
-    import sensbook.model as model
-    for mod in (cons, hinge, model):
+    import sensbook.mechanism as mechanism              # where sb.blowup lives
+    for mod in (cons, hinge, mechanism):
         monkeypatch.setattr(mod, "progress", spy)
         monkeypatch.setattr(mod, "LONG_N", 64, raising=False)
     m = sb.first_hard_transformer(eps=0.1)

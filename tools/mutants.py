@@ -113,6 +113,10 @@ MUTANTS = (
     Mutant("beta-max-not-product", "the blowup beta is the largest layer norm's factor tau, "
            "not the product over layer norms (Lemma 2.9)",
            "model.py", "tau.prod(-1))", "tau.amax(-1))", ("ch4_eps_zero", "ch3_eps_positive")),
+    Mutant("frozen-norm-data-dependent", "sb.freeze_norms leaves each normaliser a function of "
+           "the string (the intervention a no-op)",
+           "interventions.py", "torch.where(m, c.expand_as(t), t)",
+           "torch.where(m, t, t)  # mutant", ("ch6_mechanism",)),
     Mutant("bounds-ignore-layer-radius", "the certified bounds treat the first layer's "
            "parameters as points, whatever the radius",
            "certify.py",

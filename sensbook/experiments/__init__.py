@@ -50,9 +50,10 @@ CHAPTERS = ("ch1", "ch2", "ch3", "ch4", "ch5", "ch5_certified", "ch6_training", 
 #: measured CPU seconds were 0.68 of the prediction on 2026-12-04), so this bound is looser
 #: than the wall time it guards; the README's fresh-clone measurement is the real check.
 #: Raised from 21 min 10 s to 23 min for issue 43 (8 seeds a side in ch6.first_mechanism's
-#: ablation and its one-ulp repeat, 8 seeds in ch7.training): at 0.68 of the prediction the
-#: experiments take about 15.5 min, the whole `make book` about 19.5 of its 25.
-BOOK_BUDGET_SECONDS = 23 * 60
+#: ablation and its one-ulp repeat, 8 seeds in ch7.training), then by 90 s for issue 44's
+#: ``ch6.interventions`` (170 s predicted over two workers): at 0.68 of the prediction the
+#: experiments take about 16.5 min; the README's fresh-clone measurement is the real check.
+BOOK_BUDGET_SECONDS = 24 * 60 + 30
 
 
 @dataclass(frozen=True)

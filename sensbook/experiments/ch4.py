@@ -13,7 +13,8 @@ from ..boolean import index_to_strings
 from ..geometry import (danger_center, flip_bits, layer_norm_variances, output_table,
                         random_strings, with_flips)
 from ..hinge import flip_hinge, flip_sensitivity
-from ..model import Recognizer, blowup
+from ..mechanism import blowup
+from ..model import Recognizer
 from ..profile import classify, profile_from_table
 from ..settings import device
 from ..volume import perturb

@@ -8,12 +8,16 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import torch
 
+from ..boolean import strings
+from ..interventions import effect, fix_attention, freeze_norms, patch, scores, variance_summary
 from ..pages import html_table
 from ..settings import check_scale, scale as current_scale
 from ..survival import fit_aft, heldout_loglik, kaplan_meier, profile_interval
 from ..volume import critical_sigma, least_squares, t_quantile
 from . import Experiment, ch5, get, register, run_experiment
+from ..train import Protocol, eval_schedule, init_population, learn, target
 from .ch6_training import (SIZES, _censored_data, configs, cost, plateau_exit, sweep)
 
 def rival_configs(scale: str) -> list:
@@ -366,3 +370,212 @@ def listed(values, fmt: str = ".3g", missing: str = "not learned") -> str:
 
 #: How a growth verdict of :func:`~sensbook.experiments.ch6_training.preferred_growth` reads.
 GROWTH_WORDS = {"N": "exponential in N", "log N": "a power of N", "cannot tell": "cannot tell"}
+
+
+# ---- what decides each target's labels, by intervention (ch6.interventions) ----------------
+#: ``ch6.interventions``: PARITY, FIRST and MAJORITY trained with the book's protocol (batch
+#: 64, lr 1e-3, eps 1e-5) at ``Ns``, ``seeds`` models each, at most ``budget`` steps; then
+#: every intervention of :mod:`sensbook.interventions` on all 2^N strings; ``bits``: the
+#: flipped positions patched (first, middle, last); ``taus``: the variance thresholds.
+INTERVENTION_SIZES = {
+    "ci": dict(Ns=[5, 7], seeds=8, budget=1500),
+    "book": dict(Ns=[5, 7, 9, 11], seeds=8, budget=3000),
+    "paper": dict(Ns=[5, 7, 9, 11, 13], seeds=16, budget=10000),
+}
+TAUS = (0.1, 0.01)
+
+
+def intervention_configs(scale: str) -> list:
+    """One configuration per (target, N) of ``INTERVENTION_SIZES[scale]``, with chapter 6's
+    accuracy checks (criterion 0.99 on all 2^N strings)."""
+    s = INTERVENTION_SIZES[check_scale(scale, "scale")]
+    pr = Protocol(steps=int(s["budget"]), batch=64, lr=1e-3).to_dict()
+    return [dict(target=t, N=int(N), seeds=list(range(int(s["seeds"]))), protocol=pr,
+                 criterion=0.99, eval_every=5, eval_growth=0.05, taus=list(TAUS))
+            for t in ("PARITY", "FIRST", "MAJORITY") for N in s["Ns"]]
+
+
+def interventions_of(L: int, N: int) -> dict:
+    """The interventions the runner applies, by name: (kind, arguments) for a model of L
+    layers at length N (layer norm j = 2l after layer l's attention, 2l + 1 after its FFN)."""
+    out = {"last LN at eos": ("norm", dict(norms=2 * L - 1, positions=[N]))}
+    out.update({f"LN {j}": ("norm", dict(norms=j)) for j in range(2 * L)})
+    out["layer-1 LNs"] = ("norm", dict(norms=[0, 1]))
+    out["all LNs"] = ("norm", dict(norms=None))
+    for l in range(L):
+        out[f"uniform attention, layer {l + 1}"] = ("attention", dict(layer=l))
+        out[f"mean attention, layer {l + 1}"] = ("attention", dict(layer=l, pattern="mean"))
+    return out
+
+
+def intervention_one(config: dict) -> dict:
+    """Train as ``ch6.training`` does (:func:`sensbook.train.learn`), then intervene on all
+    2^N strings. Per seed: ``steps`` (None: censored), ``accuracy`` and ``margin``
+    (:func:`sensbook.interventions.effect`) and ``agree`` (the share of strings whose label
+    the intervention leaves as the trained model has it) under each intervention of
+    :func:`interventions_of` and ``trained``; ``patch``: for each flipped bit b (first,
+    middle, last; 0-based), layer l below the last and place (``"bit"``: position b,
+    ``"eos"``), keyed ``"b l place"``, the share of the strings whose label the flip changes
+    on which patching layer l's output there from the flipped run carries the flipped label
+    (the last layer's output at eos is all T reads: patching it carries every flip); per layer norm at eos ``var_median``,
+    ``var_min`` and ``below`` (share of strings with variance below each tau); ``beta``
+    (median blowup) and ``theta_norm``."""
+    N, seeds = int(config["N"]), list(config["seeds"])
+    f, pr = target(config["target"], N), Protocol.from_dict(config["protocol"])
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        model = init_population(seeds, pr)
+        run = learn(model, f, N, seeds, pr, criterion=float(config["criterion"]),
+                    checks=eval_schedule(pr.steps, config["eval_every"], config["eval_growth"]))
+        x = strings(N)
+        with torch.no_grad():
+            T0 = scores(model, x)
+            out = dict(steps=run["steps"], budget=pr.steps, accuracy={}, margin={}, agree={})
+            build = dict(norm=lambda **a: freeze_norms(model, x, **a),
+                         attention=lambda **a: fix_attention(model, x, **a))
+            todo = {"trained": None}
+            todo.update({k: build[kind](**a) for k, (kind, a) in
+                         interventions_of(model.L, N).items()})
+            for name, edits in todo.items():
+                T = scores(model, x, edits)
+                e = effect(T, f, x)
+                out["accuracy"][name] = e["accuracy"].tolist()
+                out["margin"][name] = e["margin"].tolist()
+                same = torch.isfinite(T) & ((T > 0) == (T0 > 0))
+                out["agree"][name] = same.double().mean(1).tolist()
+            out["patch"] = {}
+            for b in sorted({0, N // 2, N - 1}):
+                xf = x.clone()
+                xf[:, b] = 1 - xf[:, b]
+                Tf = scores(model, xf)
+                moved = (Tf > 0) != (T0 > 0)
+                for l in range(model.L - 1):              # the output of each lower layer
+                    for place, pos in (("bit", [b]), ("eos", [N])):
+                        Tp = patch(model, x, b, 2 * l + 1, pos)
+                        hit = (((Tp > 0) == (Tf > 0)) & moved).double().sum(1)
+                        share = hit / moved.double().sum(1).clamp(min=1)
+                        out["patch"][f"{b} {l + 1} {place}"] = share.tolist()
+            vs = [variance_summary(model, x, t) for t in config["taus"]]
+            out["var_median"] = vs[0]["median"][..., -1].tolist()
+            out["var_min"] = vs[0]["minimum"][..., -1].tolist()
+            out["below"] = [v["below"][..., -1].tolist() for v in vs]
+            out["beta"] = model.trace(x)[1].beta.double().median(1).values.tolist()
+            out["theta_norm"] = model.flat().double().norm(dim=1).tolist()
+    finally:
+        torch.set_num_threads(threads)
+    return out
+
+
+def intervention_cost(config: dict) -> float:
+    """Predicted CPU-seconds (one thread): ``ch6.training``'s cost model for the training
+    (no probes), plus ``INTERVENTION_FORWARDS`` forward passes over all 2^N strings."""
+    c = dict(config, exhaustive_max=11, n_test=2048, sharpness=None, basin=None,
+             signal=None, mechanism=None)
+    P, N = len(config["seeds"]), config["N"]
+    return cost(c) + INTERVENTION_FORWARDS * 1e-6 * P * 2**N * (N + 1)
+
+
+#: forward passes of the interventions, per string and model (fitted on ci runs)
+INTERVENTION_FORWARDS = 40
+
+
+register(Experiment("ch6.interventions", intervention_configs,
+                    "sensbook.experiments.ch6_explanations:intervention_one", intervention_cost,
+                    doc="what decides each target's labels: layer norms frozen, attention "
+                        "fixed, activations patched, in trained models (chapter 6)"))
+
+
+def mean_interval(v) -> tuple:
+    """Mean of the per-seed values ``v`` and its 95% t-interval over the seeds."""
+    v = np.asarray(v, dtype=float)
+    m = float(v.mean())
+    if len(v) < 2:
+        return m, -math.inf, math.inf
+    half = t_quantile(0.975, len(v) - 1) * float(v.std(ddof=1)) / math.sqrt(len(v))
+    return m, m - half, m + half
+
+
+#: A mean share of moved labels (over seeds) whose whole 95% interval lies above this is an
+#: intervention that changes the labels; below it, one that does not; else undecided.
+MOVES = 0.02
+
+
+def intervention_effects(configs, results) -> list:
+    """One row per (target, N, intervention) of ``ch6.interventions``: ``moved`` (mean over
+    seeds of the share of strings whose label the intervention changes, with its 95%
+    t-interval ``moved_low``, ``moved_high``), ``drop`` (mean accuracy drop against the
+    target, with its interval), ``accuracy`` (per seed), ``margin`` (median over seeds of the
+    median margin, intervened over trained) and ``verdict``: ``"labels"`` (the interval of
+    ``moved`` above ``MOVES``), ``"margin only"`` (below it, and the margin changed by more
+    than 10 %), ``"neither"`` (below it, margin within 10 %) or ``"undecided"``."""
+    rows = []
+    for c, r in zip(configs, results):
+        acc0, m0 = np.asarray(r["accuracy"]["trained"]), np.asarray(r["margin"]["trained"])
+        for name in r["accuracy"]:
+            if name == "trained":
+                continue
+            mv = mean_interval(1 - np.asarray(r["agree"][name]))
+            dr = mean_interval(acc0 - np.asarray(r["accuracy"][name]))
+            ratio = float(np.median(np.asarray(r["margin"][name]) / m0))
+            verdict = ("labels" if mv[1] > MOVES else "undecided" if mv[2] >= MOVES
+                       else "margin only" if abs(ratio - 1) > 0.1 else "neither")
+            rows.append(dict(target=c["target"], N=int(c["N"]), intervention=name,
+                             moved=mv[0], moved_low=mv[1], moved_high=mv[2], drop=dr[0],
+                             drop_low=dr[1], drop_high=dr[2], margin=ratio, verdict=verdict,
+                             accuracy=np.asarray(r["accuracy"][name]),
+                             seeds=len(acc0), learned=sum(s is not None for s in r["steps"])))
+    return rows
+
+
+def pooled_moved(configs, results, target_name: str, name: str) -> tuple:
+    """The share of labels intervention ``name`` moves, per seed, pooled over the lengths of
+    ``target_name``: its mean and 95% t-interval over all those seeds."""
+    v = [1 - np.asarray(r["agree"][name]) for c, r in zip(configs, results)
+         if c["target"] == target_name]
+    return mean_interval(np.concatenate(v))
+
+
+def intervention_table(rows, names) -> str:
+    """HTML: per (target, N) and each intervention of ``names``, the mean share of labels it
+    moves with its 95% interval over seeds, and the verdict."""
+    head = ("target", "N", "learned") + tuple(names)
+    by = {(r["target"], r["N"], r["intervention"]): r for r in rows}
+    out = []
+    for t, N in sorted({(r["target"], r["N"]) for r in rows}, key=lambda k: (k[0], k[1])):
+        first = by[t, N, names[0]]
+        cells = [t, N, f"{first['learned']}/{first['seeds']}"]
+        for n in names:
+            r = by[t, N, n]
+            cells.append(f"{r['moved']:.3f} [{max(r['moved_low'], 0):.3f}, "
+                         f"{r['moved_high']:.3f}] {r['verdict']}")
+        out.append(cells)
+    return html_table(head, out)
+
+
+def patch_table(configs, results) -> str:
+    """HTML: per (target, N) and flipped bit, the mean over seeds of the share of label flips
+    that patching layer 1's output carries, at the flipped position and at eos."""
+    head = ("target", "N", "flipped bit", "carried through its own position",
+            "carried through eos")
+    out = []
+    for c, r in zip(configs, results):
+        for b in sorted({int(k.split()[0]) for k in r["patch"]}):
+            own = np.mean(r["patch"][f"{b} 1 bit"])
+            eos = np.mean(r["patch"][f"{b} 1 eos"])
+            out.append((c["target"], c["N"], f"x{b + 1}", f"{own:.2f}", f"{eos:.2f}"))
+    return html_table(head, out)
+
+
+def variance_table(configs, results, which: int = -1) -> str:
+    """HTML: per (target, N), medians over seeds of layer norm ``which``'s input variance at
+    eos: its median over strings, its minimum, and the share of strings below each tau."""
+    head = ("target", "N", "median over strings", "minimum over strings") + tuple(
+        f"share below {t:g}" for t in configs[0]["taus"])
+    out = []
+    for c, r in zip(configs, results):
+        med = lambda k: float(np.median(np.asarray(r[k])[:, which]))
+        below = [float(np.median(np.asarray(b)[:, which])) for b in r["below"]]
+        out.append((c["target"], c["N"], f"{med('var_median'):.3g}", f"{med('var_min'):.3g}",
+                    *[f"{b:.3f}" for b in below]))
+    return html_table(head, out)

@@ -428,3 +428,40 @@ def test_pages_print_numbers_as_text_and_tables_as_html():
     assert ch6x.listed(np.array([0.0213, 1.5])) == "0.0213, 1.5"
     assert "np.float64" not in ch6x.listed(np.float64([0.5]))
     assert set(ch6x.GROWTH_WORDS) == {"N", "log N", "cannot tell"}
+
+
+# ---- ch6.interventions -------------------------------------------------------------------
+def test_intervention_runner_on_a_tiny_cell_against_the_instrument():
+    c = dict(ch6x.intervention_configs("ci")[0], N=4, seeds=[0, 1])
+    c["protocol"] = {**c["protocol"], "steps": 20}
+    r = ch6x.intervention_one(c)
+    names = set(ch6x.interventions_of(2, 4)) | {"trained"}
+    assert set(r["accuracy"]) == set(r["agree"]) == set(r["margin"]) == names
+    assert r["agree"]["trained"] == [1.0, 1.0]
+    # retrain the same seeds and freeze the last LN at eos directly: the same agreement
+    pr = sb.Protocol.from_dict(c["protocol"])
+    model = sb.init_population(c["seeds"], pr)
+    sb.learn(model, target("PARITY", 4), 4, c["seeds"], pr, criterion=0.99,
+             checks=sb.eval_schedule(pr.steps, c["eval_every"], c["eval_growth"]))
+    x = sb.strings(4)
+    T0 = model(x)
+    T = sb.intervened_scores(model, x, sb.freeze_norms(model, x, 3, positions=[4]))
+    assert r["agree"]["last LN at eos"] == ((T > 0) == (T0 > 0)).double().mean(1).tolist()
+    for share in r["patch"].values():
+        assert all(0 <= s <= 1 for s in share)
+    assert sorted(r["patch"]) == [f"{b} 1 {p}" for b in (0, 2, 3) for p in ("bit", "eos")]
+    assert np.shape(r["below"]) == (2, 2, 4)
+
+
+def test_intervention_effects_verdicts_follow_the_interval_over_seeds():
+    c = dict(target="PARITY", N=5)
+    agree = {"trained": [1.0] * 8, "a": [0.6, 0.7, 0.5, 0.65, 0.7, 0.6, 0.55, 0.6],
+             "b": [1.0] * 8, "c": [1.0, 0.9, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0]}
+    r = dict(accuracy=agree, agree=agree, steps=[1] * 8,
+             margin={"trained": [2.0] * 8, "a": [1.0] * 8, "b": [1.0] * 8, "c": [2.0] * 8})
+    rows = {x["intervention"]: x for x in ch6x.intervention_effects([c], [r])}
+    assert rows["a"]["verdict"] == "labels" and rows["b"]["verdict"] == "margin only"
+    assert rows["c"]["verdict"] == "undecided"               # one seed: interval straddles
+    m, lo, hi = ch6x.mean_interval(1 - np.array(agree["a"]))
+    assert math.isclose(m, rows["a"]["moved"]) and lo < m < hi
+    assert ch6x.pooled_moved([c, c], [r, r], "PARITY", "a")[0] == pytest.approx(m)

@@ -5,6 +5,9 @@
   largest l-infinity radius around the construction inside which every theta recognises the
   function on every string of length N (margin :data:`MARGIN`), and the certified lower bound
   on the log-volume of the solution set inside the box Theta = [-B, B]^M;
+* ``ch5_certified.attack``: r_up, the smallest radius at which a projected sign-gradient
+  attack (:func:`sensbook.attack.attack_radius`) finds a theta in the box that breaks a label,
+  beside the certified r of the same construction and N (r <= true radius <= r_up);
 * ``ch5_certified.volume``: the approximate-solution volume (Conjecture 5.5's form): random
   theta (uniform in the box, and the book's initialisation) and their accuracy on all 2^N
   strings against MAJORITY and PARITY.
@@ -16,6 +19,7 @@ import math
 import numpy as np
 import torch
 
+from ..attack import attack, attack_radius
 from ..boolean import MAJORITY, PARITY, check_n, strings
 from ..certify import certified_radius
 from ..constructions import BUILDERS, construction_parameters, target
@@ -23,10 +27,12 @@ from ..model import Recognizer
 from ..profile import truth_table
 from ..settings import device
 from . import Experiment, pick, register
+from .ch5 import K0_MARGIN
 
 NAMES = ("FIRST_HARD", "FIRST", "MAJORITY", "PARITY")
-#: The label margin xi of the certificate: 0, the margin of chapter 5's sampled basins.
-MARGIN = 0.0
+#: The label margin xi of the certificate: ch5_measure_zero's xi (the census margin 0.01), so
+#: the certified set is the set A_N of Theorem 4.5's statement, not the sign-correct set.
+MARGIN = K0_MARGIN
 #: The box Theta = [-B, B]^M of the theorem (the uniform initialisation's box).
 BOX = 1.0
 #: Bisection stops when the smallest failed radius is within this factor of the largest
@@ -37,7 +43,7 @@ RTOL = 0.01
 def radius_lengths(name: str, scale: str) -> list:
     """The lengths of the certified radius: N = 2 .. N_max (odd N only for MAJORITY: even N
     has tie strings, where the construction's layer norm is undefined)."""
-    top = pick(scale, ci=8, book=12, paper=16)
+    top = pick(scale, ci=8, book=11, paper=16)
     return [N for N in range(2, top + 1) if name != "MAJORITY" or N % 2]
 
 
@@ -106,6 +112,61 @@ def radius_one(config: dict) -> dict:
     return {**res, "upper": None if math.isinf(res["upper"]) else res["upper"], "M": model.M,
             "theta_max": float(theta0.abs().max()),
             "log_volume": None if math.isinf(lv) else lv}
+
+
+# ---- the attack: an upper bound r_up on the largest radius ------------------------------
+#: The attack's search per radius tried, by scale: starts (the centre and uniform points of
+#: the box), random corners, sign-gradient steps; bisection to ATTACK_RTOL.
+ATTACK_SEARCH = dict(ci=dict(starts=16, corners=64, steps=30),
+                     book=dict(starts=16, corners=64, steps=30),
+                     paper=dict(starts=48, corners=256, steps=60))
+ATTACK_RTOL = 0.1
+
+
+def attack_lengths(name: str, scale: str) -> list:
+    """The lengths of the attack (odd only for MAJORITY): fewer than the certificate's, its
+    search costs a few hundred forward and backward passes per radius tried."""
+    top = pick(scale, ci=5, book=6, paper=8)
+    return [N for N in range(3, top + 1) if name != "MAJORITY" or N % 2]
+
+
+def _attack_configs(scale):
+    return [dict(name=name, N=N, margin=MARGIN, rtol=ATTACK_RTOL, seed=7, **ATTACK_SEARCH[scale])
+            for name in NAMES for N in attack_lengths(name, scale)]
+
+
+# CPU-seconds per (model evaluation x string x position^2 x parameter) of the attack (about
+# ten radii tried), fitted on the book runs at N = 5, 6 (measured 3.3 to 7.0 s at N = 6).
+_ATTACK_UNIT = 0.45e-7
+
+
+def _attack_cost(c):
+    per_radius = (c["starts"] * (c["steps"] + 1) * 3 + c["corners"]) * 2 ** c["N"] * (c["N"] + 1) ** 2
+    M = boxed_construction(c["name"]).M
+    return 0.5 + _ATTACK_UNIT * 10 * per_radius * M / 1000
+
+
+def attack_one(config: dict) -> dict:
+    """Experiment ``ch5_certified.attack``: the certified radius r (rtol 0.01, as
+    ``radius_one``) and :func:`sensbook.attack.attack_radius` from r (doubling, then bisection
+    to ``rtol``) of one construction on all 2^N strings with margin ``margin``.
+
+    Returns ``radius``, ``r_up`` (None when no violation up to the box B), ``r_ok`` (the
+    largest radius where the attack found none), ``worst_at_r`` (the attack's smallest
+    min_x s(x) T at r), ``t0`` (min_x s(x) T at theta_0) and ``tries``."""
+    name, N = config["name"], check_n(config["N"])
+    model = boxed_construction(name)
+    x = strings(N, dtype=torch.float64)
+    y = target(name)(x)
+    search = {k: config[k] for k in ("starts", "corners", "steps", "seed")}
+    r = certified_radius(model, x, y, margin=config["margin"], rtol=RTOL, r_max=BOX)["radius"]
+    up = attack_radius(model, x, y, margin=config["margin"], r_start=max(r, 1e-9), r_max=BOX,
+                       rtol=config["rtol"], **search)
+    at_r = attack(model, x, y, r, margin=config["margin"], **search)
+    with torch.no_grad():
+        t0 = float((model(x)[0] * (y.double() * 2 - 1)).min())
+    return {"radius": r, "r_up": None if math.isinf(up["r_up"]) else up["r_up"],
+            "r_ok": up["r_ok"], "worst_at_r": at_r["worst"], "t0": t0, "tries": up["tries"]}
 
 
 # ---- the approximate-solution volume ----------------------------------------------------
@@ -180,6 +241,9 @@ def volume_merge(configs, results) -> dict:
 register(Experiment("ch5_certified.radius", _radius_configs,
                     "sensbook.experiments.ch5_certified:radius_one", _radius_cost,
                     doc="certified l-inf radius of the constructions, and the volume bound"))
+register(Experiment("ch5_certified.attack", _attack_configs,
+                    "sensbook.experiments.ch5_certified:attack_one", _attack_cost,
+                    doc="r_up: the smallest radius at which an attack breaks a label, beside r"))
 register(Experiment("ch5_certified.volume", _volume_configs,
                     "sensbook.experiments.ch5_certified:volume_one", _volume_cost,
                     doc="the approximate-solution volume: accuracy >= 1 - delta of random theta"))

@@ -12,7 +12,8 @@ Companion package of the executable book following Kövér, Butoi, Svete, Hahn &
   worst-case flips), ``constructions`` (exact PARITY, FIRST and
   MAJORITY transformers), ``volume`` (basins, census, the parameter-function map),
   ``certify`` (interval bounds of T over a box of parameters, certified radii), ``attack``
-  (the worst theta a search finds in a box, r_up), ``train``
+  (the worst theta a search finds in a box, r_up), ``splitting`` (small volumes of the
+  solution set by subset simulation), ``train``
   (population training, sharpness), ``mechanism`` (what a trained model uses at eos:
   layer-norm variances, blowup, attention), ``survival`` (censored steps to learn:
   Kaplan-Meier, accelerated-failure-time fits), ``fourier`` and ``controls`` (Walsh spectra; other architectures);
@@ -32,6 +33,7 @@ from .boolean import (FIRST, MAJORITY, MAX_EXHAUSTIVE_N, PARITY, BooleanFunction
                       sparse_parity, strings, strings_to_index)
 from .certify import Bounds, certified_radius, output_bounds
 from .attack import attack, attack_radius
+from .splitting import recognition_score, subset_volume
 from .constructions import (CONSTRUCTIONS, construction_parameters, first_transformer,
                             first_hard_transformer, count_threshold_transformer, score_gap,
                             majority_transformer, parity_transformer)

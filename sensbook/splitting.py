@@ -82,19 +82,24 @@ def _one_run(score, M, B, n, p0, moves, scale, max_levels, g):
     theta = (torch.rand(n, M, generator=g, dtype=torch.float64) * 2 - 1) * B
     S = score(theta)
     keep = max(2, int(round(p0 * n)))
-    log_v, levels, evals, acc = 0.0, 0, n, []
+    log_v, levels, evals, acc, hist = 0.0, 0, n, [], []
     while True:
         order = torch.argsort(S, descending=True)
         c = float(S[order[keep - 1]])                      # the keep-th largest score
-        if c >= 0 or levels >= max_levels:                 # the target level is reached
+        hist.append(c)
+        stalled = levels >= 10 and c - hist[-11] <= 1e-9 * (1 + abs(c))
+        if c >= 0 or levels >= max_levels or stalled:      # the target level, or no further
             frac = float((S > 0).sum()) / n
-            return (log_v + math.log(frac) if frac > 0 else -math.inf), levels, evals, acc
+            v = log_v + math.log(frac) if frac > 0 else -math.inf
+            j = int(torch.argmax(S))
+            return v, levels, evals, acc, log_v, theta[j], float(S[j])   # log_v: P(S > c)
         above = S > c
         k = int(above.sum())
         if k == 0:                                         # ties at the level: use >=
             above, k = S >= c, int((S >= c).sum())
             if k == n:
-                return -math.inf, levels, evals, acc       # no progress: a flat score
+                j = int(torch.argmax(S))                   # no progress: a flat score
+                return -math.inf, levels, evals, acc, log_v, theta[j], float(S[j])
         log_v += math.log(k / n)
         levels += 1
         seeds, sS = theta[above], S[above]
@@ -153,13 +158,16 @@ def subset_volume(score, M: int, *, box: float = 1.0, n: int = 1000, p0: float =
     dict
         ``log_volume`` (natural log, the mean over runs), ``interval`` (lower, upper ends of
         log V), ``volume`` (exp of ``log_volume``), ``runs`` (each run's log V), ``levels``
-        (per run), ``evaluations`` (score evaluations, all runs) and ``acceptance`` (the
-        mean fraction of accepted moves).
+        (per run), ``evaluations`` (score evaluations, all runs), ``acceptance`` (the
+        mean fraction of accepted moves), ``best`` (the point of highest score in the last
+        populations, ``(M,)``) and ``best_score``.
 
     Notes
     -----
-    A run that ends at no point above 0 gives log V = -inf, and then the mean and interval
-    are -inf below (the volume is below what ``n`` and ``max_levels`` resolve).
+    A run that ends at no point above 0 (after ``max_levels`` levels, or when the level has
+    not moved in 10 levels: the score's supremum may be below 0) gives log V = -inf; then
+    ``log_volume`` and the interval's lower end are -inf and its upper end is the largest
+    log P(S > last level) of the runs, an upper bound on log V up to sampling error.
     """
     if not callable(score):
         raise TypeError(f"score must be a callable of theta (P, M), got {score!r}")
@@ -182,12 +190,17 @@ def subset_volume(score, M: int, *, box: float = 1.0, n: int = 1000, p0: float =
     logs = np.array([o[0] for o in out])
     acc = [a for o in out for a in o[3]]
     if not np.isfinite(logs).all():
-        mean, lo, hi = -math.inf, -math.inf, float(np.max(logs))
+        # some run found no point above 0: V is below what these sizes resolve, and each such
+        # run's last level bounds it from above, V <= P(S > c_last) (a noisy bound)
+        bound = [o[4] if not math.isfinite(o[0]) else o[0] for o in out]
+        mean, lo, hi = -math.inf, -math.inf, float(np.max(bound))
     else:
         mean = float(logs.mean())
         half = t_quantile(0.5 + level / 2, runs - 1) * float(logs.std(ddof=1)) / math.sqrt(runs)
         lo, hi = mean - half, mean + half
+    j = int(np.argmax([o[6] for o in out]))
     return {"log_volume": mean, "interval": (lo, hi), "volume": math.exp(mean),
+            "best": out[j][5], "best_score": out[j][6],
             "runs": logs.tolist(), "levels": [o[1] for o in out],
             "evaluations": sum(o[2] for o in out),
             "acceptance": float(np.mean(acc)) if acc else math.nan}

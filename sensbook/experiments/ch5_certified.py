@@ -22,6 +22,7 @@ import torch
 from ..attack import attack, attack_radius
 from ..boolean import MAJORITY, PARITY, check_n, strings
 from ..certify import certified_radius
+from ..splitting import recognition_score, subset_volume
 from ..constructions import BUILDERS, construction_parameters, target
 from ..model import Recognizer
 from ..profile import truth_table
@@ -169,6 +170,91 @@ def attack_one(config: dict) -> dict:
             "r_ok": up["r_ok"], "worst_at_r": at_r["worst"], "t0": t0, "tries": up["tries"]}
 
 
+# ---- the exact-recognition volume V_f(N), by subset simulation -------------------------
+#: The small space of the volume curves (float64, eps = 0) and the targets: the hard FIRST's
+#: target is FIRST itself, so in one space its volume is FIRST's; CONSTANT accepts every
+#: string; RANDOM is a balanced function with a fixed random table per N.
+VOL_SPACE = dict(D=4, L=1, H=1, F=4)
+VOL_TARGETS = ("CONSTANT", "FIRST", "MAJORITY", "PARITY", "RANDOM")
+
+
+def vol_sizes(scale: str) -> dict:
+    """Lengths and the estimator's sizes (points per level, runs, moves) by scale."""
+    return pick(scale, ci=dict(Ns=[2, 3], n=100, runs=3, moves=6, max_levels=30),
+                book=dict(Ns=[2, 3], n=200, runs=4, moves=10, max_levels=40),
+                paper=dict(Ns=[2, 3, 4, 5, 6, 7, 8], n=2000, runs=8, moves=30,
+                           max_levels=200))
+
+
+def vol_labels(name: str, N: int) -> torch.Tensor:
+    """The target's labels on all 2^N strings (bool)."""
+    x = strings(N)
+    if name == "CONSTANT":
+        return torch.ones(len(x), dtype=torch.bool)
+    if name == "RANDOM":
+        g = torch.Generator().manual_seed(1000 + N)
+        y = torch.zeros(len(x), dtype=torch.bool)
+        y[torch.randperm(len(x), generator=g)[: len(x) // 2]] = True
+        return y
+    return target(name)(x).bool()
+
+
+def _vol_configs(scale):
+    s = vol_sizes(scale)
+    return [dict(target=t, N=N, margin=MARGIN, seed=17, **VOL_SPACE,
+                 **{k: s[k] for k in ("n", "runs", "moves", "max_levels")})
+            for t in VOL_TARGETS for N in s["Ns"] if t != "MAJORITY" or N % 2]
+
+
+_VOL_UNIT = 1.0e-7        # CPU-seconds per (model x string x position^2), fitted at ci
+
+
+def _vol_cost(c):
+    levels = min(c["max_levels"], 2 + 4 * c["N"]) if c["target"] not in ("PARITY", "RANDOM") \
+        else c["max_levels"]
+    return 0.2 + _VOL_UNIT * c["runs"] * levels * c["n"] * c["moves"] * 2 ** c["N"] * (c["N"] + 1) ** 2
+
+
+def vol_one(config: dict) -> dict:
+    """Experiment ``ch5_certified.log_volume``: log V_f(N), the fraction of theta in
+    [-1, 1]^M (the space ``D, L, H, F``, eps = 0, float64) that recognises the target on all
+    2^N strings with margin ``margin``, by :func:`sensbook.splitting.subset_volume`; and a
+    plain Monte Carlo count on the same number of points as one level.
+
+    Returns ``log_volume``, ``interval``, ``runs``, ``levels``, ``evaluations``, ``M``,
+    ``mc_hits`` and ``mc_n`` (plain Monte Carlo on as many uniform points as the estimator
+    evaluated, at most 200,000) and ``certified`` (:func:`log_volume_bound` of the certified
+    box around the best point the estimator found; None when it found none)."""
+    N = check_n(config["N"])
+    model = Recognizer(1, config["D"], config["L"], config["H"], config["F"],
+                       dtype=torch.float64)
+    x = strings(N, dtype=torch.float64)
+    score = recognition_score(model, x, vol_labels(config["target"], N),
+                              margin=config["margin"])
+    res = subset_volume(score, model.M, n=config["n"], runs=config["runs"],
+                        moves=config["moves"], max_levels=config["max_levels"],
+                        seed=config["seed"])
+    cert = -math.inf                      # certified bound: a box around the best point found
+    if res["best_score"] > 0:
+        best = res["best"]
+        m0 = model.like().set_flat(best[None])
+        r = certified_radius(m0, x, vol_labels(config["target"], N), margin=config["margin"],
+                             rtol=RTOL, r_max=BOX)["radius"]
+        cert = log_volume_bound(best, r)
+    g = torch.Generator().manual_seed(config["seed"] + 7)
+    hits, mc_n = 0, 0
+    while mc_n < min(res["evaluations"], 200_000):
+        th = torch.rand(5000, model.M, generator=g, dtype=torch.float64) * 2 - 1
+        hits += int((score(th) > 0).sum())
+        mc_n += len(th)
+    log_v = res["log_volume"]
+    return {"log_volume": None if math.isinf(log_v) else log_v,
+            "interval": [None if math.isinf(v) else v for v in res["interval"]],
+            "runs": res["runs"], "levels": res["levels"], "evaluations": res["evaluations"],
+            "M": model.M, "mc_hits": hits, "mc_n": mc_n,
+            "certified": None if math.isinf(cert) else cert}
+
+
 # ---- the approximate-solution volume ----------------------------------------------------
 #: The two parameter spaces: the architectures of the MAJORITY and the PARITY constructions.
 SPACES = {"MAJORITY": dict(D=8, L=1, H=1, F=6), "PARITY": dict(D=18, L=2, H=2, F=16)}
@@ -244,6 +330,9 @@ register(Experiment("ch5_certified.radius", _radius_configs,
 register(Experiment("ch5_certified.attack", _attack_configs,
                     "sensbook.experiments.ch5_certified:attack_one", _attack_cost,
                     doc="r_up: the smallest radius at which an attack breaks a label, beside r"))
+register(Experiment("ch5_certified.log_volume", _vol_configs,
+                    "sensbook.experiments.ch5_certified:vol_one", _vol_cost,
+                    doc="log V_f(N): the exact-recognition volume by subset simulation"))
 register(Experiment("ch5_certified.volume", _volume_configs,
                     "sensbook.experiments.ch5_certified:volume_one", _volume_cost,
                     doc="the approximate-solution volume: accuracy >= 1 - delta of random theta"))

@@ -11,7 +11,9 @@ Companion package of the executable book following Kövér, Butoi, Svete, Hahn &
   and eps = 0: blowup, influence, small-ball law), ``hinge`` (Lemma 2.9 and Cor. 4.3 measured;
   worst-case flips), ``constructions`` (exact PARITY, FIRST and
   MAJORITY transformers), ``volume`` (basins, census, the parameter-function map),
-  ``certify`` (interval bounds of T over a box of parameters, certified radii), ``train``
+  ``certify`` (interval bounds of T over a box of parameters, certified radii), ``attack``
+  (the worst theta a search finds in a box, r_up), ``splitting`` (small volumes of the
+  solution set by subset simulation), ``train``
   (population training, sharpness), ``mechanism`` (what a trained model uses at eos:
   layer-norm variances, blowup, attention), ``interventions`` (what the labels depend on:
   frozen layer norms, fixed attention, patched activations), ``survival`` (censored steps to learn:
@@ -31,6 +33,8 @@ from .boolean import (FIRST, MAJORITY, MAX_EXHAUSTIVE_N, PARITY, BooleanFunction
                       random_function, random_function_expected_profile, sparse_majority,
                       sparse_parity, strings, strings_to_index)
 from .certify import Bounds, certified_radius, output_bounds
+from .attack import attack, attack_radius
+from .splitting import recognition_score, subset_volume
 from .constructions import (CONSTRUCTIONS, construction_parameters, first_transformer,
                             first_hard_transformer, count_threshold_transformer, score_gap,
                             majority_transformer, parity_transformer)

@@ -31,10 +31,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from numbers import Real
 
+import numpy as np
 import torch
 
-from .boolean import check_n, check_strings
+from .boolean import check_int, check_n, check_real, check_strings
 from .model import EOS, Recognizer, positional_features
 
 __all__ = ["Bounds", "output_bounds", "certify", "certified_radius", "interval_matmul"]
@@ -149,15 +151,20 @@ class Bounds:
 
 
 def _radius(model, radius):
-    if isinstance(radius, (int, float)) and not isinstance(radius, bool):
-        if not (math.isfinite(radius) and radius >= 0):
-            raise ValueError(f"radius must be a finite number >= 0, got {radius!r}")
-        return torch.full((model.M,), float(radius), dtype=torch.float64)
-    r = torch.as_tensor(radius, dtype=torch.float64).flatten()
+    if isinstance(radius, torch.Tensor) and radius.dim() == 0:
+        radius = radius.item()
+    elif isinstance(radius, np.ndarray) and radius.ndim == 0:
+        radius = radius.item()
+    if isinstance(radius, (bool, np.bool_)):
+        raise TypeError(f"radius must be a finite number >= 0, got {radius!r}")
+    if isinstance(radius, Real):                        # Python, numpy and 0-d numbers
+        radius = check_real(radius, "radius", minimum=0)
+        return torch.full((model.M,), radius, dtype=torch.float64)
+    r = torch.as_tensor(np.asarray(radius, dtype=np.float64)).flatten()
     if r.shape != (model.M,) or not torch.isfinite(r).all() or (r < 0).any():
         raise ValueError(f"radius must be a number >= 0 or M = {model.M} finite numbers >= 0 "
-                         f"(one per parameter, in the order of Recognizer.flat()), got shape "
-                         f"{tuple(torch.as_tensor(radius).shape)}")
+                         f"(one per parameter, in the order of Recognizer.flat()), got "
+                         f"shape {tuple(np.shape(radius))}")
     return r
 
 
@@ -206,9 +213,10 @@ def output_bounds(model: Recognizer, x, radius, *, layer_norm: bool = True,
     if not isinstance(model, Recognizer) or model.P != 1:
         raise ValueError("model must be a sensbook.Recognizer holding one model (P = 1), got "
                          f"{model!r}")
+    chunk = check_int(chunk, "chunk", minimum=1)
     x = check_strings(x)
-    if x.dim() != 2:
-        raise ValueError(f"x must have shape (B, N), got {tuple(x.shape)}")
+    if x.dim() != 2 or len(x) == 0:
+        raise ValueError(f"x must have shape (B, N) with B >= 1 strings, got {tuple(x.shape)}")
     N = check_n(x.shape[-1])
     boxes = _boxes(model, radius)
     phi = positional_features(N, mark_first=model.mark_first, device=model.device,
@@ -246,17 +254,37 @@ def output_bounds(model: Recognizer, x, radius, *, layer_norm: bool = True,
 
 def certify(model: Recognizer, x, labels, radius, *, margin: float = 0.0,
             pad: float = 1e-9, chunk: int = 4096) -> dict:
-    """Whether every string keeps its label over the whole box: accepted strings (label 1)
-    need lo > margin + pad, rejected ones hi < -(margin + pad); uncertifiable strings never
-    pass. Returns ``certified`` (bool), ``n_failed``, ``n_uncertifiable`` and
-    ``min_margin`` (the smallest of lo - margin, -hi - margin over the strings)."""
-    labels = torch.as_tensor(labels).bool().flatten()
+    """Whether every string keeps its label over the whole box.
+
+    Parameters
+    ----------
+    model, x, radius, chunk
+        As for :func:`output_bounds`.
+    labels : array-like of bool
+        The label each string must keep, ``(B,)``.
+    margin, pad : float
+        Finite numbers >= 0: accepted strings (label 1) need lo > margin + pad, rejected
+        ones hi < -(margin + pad). Uncertifiable strings and strings whose bound is NaN
+        never pass.
+
+    Returns
+    -------
+    dict
+        ``certified`` (bool), ``n_failed``, ``n_uncertifiable`` and ``min_margin`` (the
+        smallest of lo - margin, -hi - margin over the strings; NaN when a bound is NaN).
+    """
+    margin = check_real(margin, "margin", minimum=0)
+    pad = check_real(pad, "pad", minimum=0)
+    labels = torch.as_tensor(np.asarray(labels)).bool().flatten()
     b = output_bounds(model, x, radius, chunk=chunk)
     if labels.shape != b.lo.shape:
         raise ValueError(f"labels must have one entry per string ({len(b.lo)}), got {tuple(labels.shape)}")
     slack = torch.where(labels, b.lo, -b.hi) - margin
-    return {"certified": bool((slack > pad).all()), "n_failed": int((slack <= pad).sum()),
-            "n_uncertifiable": int(b.uncertifiable.sum()), "min_margin": float(slack.min())}
+    ok = slack > pad                                  # NaN slack is never > pad: failed
+    nan = torch.isnan(slack)
+    return {"certified": bool(ok.all()), "n_failed": int((~ok).sum()),
+            "n_uncertifiable": int(b.uncertifiable.sum()),
+            "min_margin": math.nan if bool(nan.any()) else float(slack.min())}
 
 
 def certified_radius(model: Recognizer, x, labels, *, margin: float = 0.0, r_max: float = 1.0,
@@ -272,12 +300,13 @@ def certified_radius(model: Recognizer, x, labels, *, margin: float = 0.0, r_max
     labels : array-like of bool
         The label each string must keep over the box, ``(B,)``.
     margin : float
-        Accepted strings need ``lo > margin``, rejected ones ``hi < -margin`` (plus a 1e-9
-        pad); uncertifiable strings never pass.
+        A finite number >= 0: accepted strings need ``lo > margin``, rejected ones
+        ``hi < -margin`` (plus a 1e-9 pad); uncertifiable strings never pass.
     r_max, r_min : float
-        The bisection's bounds, ``0 < r_min < r_max``.
+        The bisection's bounds, finite, ``0 < r_min < r_max``.
     rtol : float
-        It stops when ``upper / radius <= 1 + rtol``.
+        A finite number > 0: it stops when ``upper / radius <= 1 + rtol``, or when the
+        midpoint no longer moves in float64 (an rtol below float64's resolution).
     chunk : int
         Strings processed at a time.
 
@@ -294,8 +323,13 @@ def certified_radius(model: Recognizer, x, labels, *, margin: float = 0.0, r_max
     Bisection assumes certification is monotone in r, which holds because the bounds are
     (inclusion-monotone interval arithmetic).
     """
-    if not (0 < r_min < r_max):
+    margin = check_real(margin, "margin", minimum=0)
+    r_max = check_real(r_max, "r_max", minimum=0, strict=True)
+    r_min = check_real(r_min, "r_min", minimum=0, strict=True)
+    if not r_min < r_max:
         raise ValueError(f"need 0 < r_min < r_max, got r_min={r_min!r}, r_max={r_max!r}")
+    rtol = check_real(rtol, "rtol", minimum=0, strict=True)
+    chunk = check_int(chunk, "chunk", minimum=1)
     run = lambda r: certify(model, x, labels, r, margin=margin, chunk=chunk)
     if not run(0.0)["certified"]:
         return {"radius": 0.0, "upper": 0.0, "steps": 1, "n_uncertifiable": 0}
@@ -309,6 +343,8 @@ def certified_radius(model: Recognizer, x, labels, *, margin: float = 0.0, r_max
     lo, hi, steps, unc = r_min, r_max, 3, top["n_uncertifiable"]
     while hi / lo > 1 + rtol:
         mid = math.sqrt(lo * hi)
+        if not lo < mid < hi:                         # the midpoint stopped moving
+            break
         res = run(mid)
         steps += 1
         if res["certified"]:

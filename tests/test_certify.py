@@ -1,6 +1,8 @@
 """Interval bounds of T over a box of parameters (sensbook/certify.py) against sampled models,
 the exact forward pass, and a fine grid."""
 import itertools
+import math
+import signal
 
 import numpy as np
 import pytest
@@ -215,3 +217,85 @@ def test_bad_arguments_are_named():
         output_bounds(sb.Recognizer.random(2, 4, 1), x, 0.0)
     with pytest.raises(ValueError, match="r_min"):
         certified_radius(m, x, target("FIRST")(x), r_min=0.0)
+
+
+# ---- issue 48, items 4, 10 and 13: certificates refuse what they cannot mean ------------
+def _maj5():
+    m = BUILDERS["MAJORITY"]()
+    x = sb.strings(5).double()
+    return m, x, target("MAJORITY")(x)
+
+
+@pytest.mark.parametrize("margin", [-10.0, float("nan"), float("inf")])
+def test_margin_must_be_finite_and_nonnegative(margin):
+    m, x, y = _maj5()
+    with pytest.raises(ValueError, match="margin"):
+        certify(m, x, y, 0.5, margin=margin)
+    with pytest.raises(ValueError, match="margin"):
+        certified_radius(m, x, y, margin=margin)
+
+
+@pytest.mark.parametrize("pad", [-1.0, float("nan")])
+def test_pad_must_be_finite_and_nonnegative(pad):
+    m, x, y = _maj5()
+    with pytest.raises(ValueError, match="pad"):
+        certify(m, x, y, 0.0, pad=pad)
+
+
+def test_nan_bounds_count_as_failed_never_certified():
+    m, x, y = _maj5()
+    res = certify(m, x, y, 1e300)                         # inf - inf inside: NaN bounds
+    assert not res["certified"] and res["n_failed"] == len(x)
+    bad = m.like()
+    theta = m.flat().clone()
+    theta[0, 0] = float("nan")
+    bad.set_flat(theta)
+    res = certify(bad, x, y, 0.0)
+    assert not res["certified"] and res["n_failed"] > 0 and math.isnan(res["min_margin"])
+    assert certified_radius(bad, x, y)["radius"] == 0.0
+
+
+def _within(seconds, fn):
+    """fn() or TimeoutError after ``seconds`` (the old bisection never returned)."""
+    def stop(*a):
+        raise TimeoutError("did not return")
+    old = signal.signal(signal.SIGALRM, stop)
+    signal.alarm(seconds)
+    try:
+        return fn()
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+
+
+@pytest.mark.parametrize("rtol", [0.0, -0.5, float("nan"), float("inf")])
+def test_rtol_is_checked(rtol):
+    m, x, y = _maj5()
+    with pytest.raises(ValueError, match="rtol"):
+        _within(20, lambda: certified_radius(m, x, y, rtol=rtol))
+
+
+def test_bisection_stops_when_the_midpoint_stops_moving():
+    m, x, y = _maj5()
+    res = _within(30, lambda: certified_radius(m, x, y, rtol=1e-17))
+    assert 0 < res["radius"] < res["upper"] and res["steps"] < 200
+    assert res["upper"] <= math.nextafter(math.nextafter(res["radius"], 2), 2)
+
+
+def test_numbers_of_every_kind_are_accepted_and_others_named():
+    m, x, y = _maj5()
+    ref = output_bounds(m, x, 1e-3)
+    for r in (np.float32(1e-3), np.float64(1e-3), np.array(1e-3), torch.tensor(1e-3)):
+        b = output_bounds(m, x, r)
+        assert torch.allclose(b.lo, ref.lo, rtol=1e-5) and torch.allclose(b.hi, ref.hi, rtol=1e-5)
+    assert torch.equal(output_bounds(m, x, 1e-3, chunk=np.int64(7)).lo, ref.lo)
+    for chunk in (0, -1, 1.5, True):
+        with pytest.raises((TypeError, ValueError), match="chunk"):
+            output_bounds(m, x, 1e-3, chunk=chunk)
+    with pytest.raises(ValueError, match="r_max"):
+        certified_radius(m, x, y, r_max=float("inf"))
+    with pytest.raises(ValueError, match="strings"):
+        output_bounds(m, x[:0], 1e-3)
+    res = certified_radius(m, x, y, margin=np.float32(0.0), r_max=np.float64(1.0),
+                           rtol=np.float32(0.05), chunk=np.int64(8))
+    assert res["radius"] > 0

@@ -124,6 +124,14 @@ MUTANTS = (
            '    return {k.split(".")[-1]: (v if l else ((v[0] + v[1]) / 2,) * 2)  # mutant\n'
            '            for k, v in boxes.items() if k.startswith(f"layers.{l}.")}',
            ("ch5_certified",)),
+    Mutant("splitting-level-fraction", "subset simulation counts each level's conditional "
+           "fraction 1.5 times too large",
+           "splitting.py", "log_v += math.log(k / n)", "log_v += math.log(1.5 * k / n)",
+           ("ch5_certified",)),
+    Mutant("attack-leaves-the-box", "the attack never projects back into the box, so it "
+           "reports points outside it as the box's worst",
+           "attack.py", "theta = torch.minimum(torch.maximum(theta, theta0 - r), theta0 + r)",
+           "theta = theta  # mutant: no projection", ("ch5_certified",)),
 )
 
 

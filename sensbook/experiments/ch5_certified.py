@@ -5,6 +5,9 @@
   largest l-infinity radius around the construction inside which every theta recognises the
   function on every string of length N (margin :data:`MARGIN`), and the certified lower bound
   on the log-volume of the solution set inside the box Theta = [-B, B]^M;
+* ``ch5_certified.attack``: r_up, the smallest radius at which a projected sign-gradient
+  attack (:func:`sensbook.attack.attack_radius`) finds a theta in the box that breaks a label,
+  beside the certified r of the same construction and N (r <= true radius <= r_up);
 * ``ch5_certified.volume``: the approximate-solution volume (Conjecture 5.5's form): random
   theta (uniform in the box, and the book's initialisation) and their accuracy on all 2^N
   strings against MAJORITY and PARITY.
@@ -16,17 +19,21 @@ import math
 import numpy as np
 import torch
 
+from ..attack import attack, attack_radius
 from ..boolean import MAJORITY, PARITY, check_n, strings
 from ..certify import certified_radius
+from ..splitting import recognition_score, subset_volume
 from ..constructions import BUILDERS, construction_parameters, target
 from ..model import Recognizer
 from ..profile import truth_table
 from ..settings import device
 from . import Experiment, pick, register
+from .ch5 import K0_MARGIN
 
 NAMES = ("FIRST_HARD", "FIRST", "MAJORITY", "PARITY")
-#: The label margin xi of the certificate: 0, the margin of chapter 5's sampled basins.
-MARGIN = 0.0
+#: The label margin xi of the certificate: ch5_measure_zero's xi (the census margin 0.01), so
+#: the certified set is the set A_N of Theorem 4.5's statement, not the sign-correct set.
+MARGIN = K0_MARGIN
 #: The box Theta = [-B, B]^M of the theorem (the uniform initialisation's box).
 BOX = 1.0
 #: Bisection stops when the smallest failed radius is within this factor of the largest
@@ -37,7 +44,7 @@ RTOL = 0.01
 def radius_lengths(name: str, scale: str) -> list:
     """The lengths of the certified radius: N = 2 .. N_max (odd N only for MAJORITY: even N
     has tie strings, where the construction's layer norm is undefined)."""
-    top = pick(scale, ci=8, book=12, paper=16)
+    top = pick(scale, ci=8, book=11, paper=16)
     return [N for N in range(2, top + 1) if name != "MAJORITY" or N % 2]
 
 
@@ -106,6 +113,146 @@ def radius_one(config: dict) -> dict:
     return {**res, "upper": None if math.isinf(res["upper"]) else res["upper"], "M": model.M,
             "theta_max": float(theta0.abs().max()),
             "log_volume": None if math.isinf(lv) else lv}
+
+
+# ---- the attack: an upper bound r_up on the largest radius ------------------------------
+#: The attack's search per radius tried, by scale: starts (the centre and uniform points of
+#: the box), random corners, sign-gradient steps; bisection to ATTACK_RTOL.
+ATTACK_SEARCH = dict(ci=dict(starts=16, corners=64, steps=30),
+                     book=dict(starts=16, corners=64, steps=30),
+                     paper=dict(starts=48, corners=256, steps=60))
+ATTACK_RTOL = 0.1
+
+
+def attack_lengths(name: str, scale: str) -> list:
+    """The lengths of the attack (odd only for MAJORITY): fewer than the certificate's, its
+    search costs a few hundred forward and backward passes per radius tried."""
+    top = pick(scale, ci=5, book=6, paper=8)
+    return [N for N in range(3, top + 1) if name != "MAJORITY" or N % 2]
+
+
+def _attack_configs(scale):
+    return [dict(name=name, N=N, margin=MARGIN, rtol=ATTACK_RTOL, seed=7, **ATTACK_SEARCH[scale])
+            for name in NAMES for N in attack_lengths(name, scale)]
+
+
+# CPU-seconds per (model evaluation x string x position^2 x parameter) of the attack (about
+# ten radii tried), fitted on the book runs at N = 5, 6 (measured 3.3 to 7.0 s at N = 6).
+_ATTACK_UNIT = 0.45e-7
+
+
+def _attack_cost(c):
+    per_radius = (c["starts"] * (c["steps"] + 1) * 3 + c["corners"]) * 2 ** c["N"] * (c["N"] + 1) ** 2
+    M = boxed_construction(c["name"]).M
+    return 0.5 + _ATTACK_UNIT * 10 * per_radius * M / 1000
+
+
+def attack_one(config: dict) -> dict:
+    """Experiment ``ch5_certified.attack``: the certified radius r (rtol 0.01, as
+    ``radius_one``) and :func:`sensbook.attack.attack_radius` from r (doubling, then bisection
+    to ``rtol``) of one construction on all 2^N strings with margin ``margin``.
+
+    Returns ``radius``, ``r_up`` (None when no violation up to the box B), ``r_ok`` (the
+    largest radius where the attack found none), ``worst_at_r`` (the attack's smallest
+    min_x s(x) T at r), ``t0`` (min_x s(x) T at theta_0) and ``tries``."""
+    name, N = config["name"], check_n(config["N"])
+    model = boxed_construction(name)
+    x = strings(N, dtype=torch.float64)
+    y = target(name)(x)
+    search = {k: config[k] for k in ("starts", "corners", "steps", "seed")}
+    r = certified_radius(model, x, y, margin=config["margin"], rtol=RTOL, r_max=BOX)["radius"]
+    up = attack_radius(model, x, y, margin=config["margin"], r_start=max(r, 1e-9), r_max=BOX,
+                       rtol=config["rtol"], **search)
+    at_r = attack(model, x, y, r, margin=config["margin"], **search)
+    with torch.no_grad():
+        t0 = float((model(x)[0] * (y.double() * 2 - 1)).min())
+    return {"radius": r, "r_up": None if math.isinf(up["r_up"]) else up["r_up"],
+            "r_ok": up["r_ok"], "worst_at_r": at_r["worst"], "t0": t0, "tries": up["tries"]}
+
+
+# ---- the exact-recognition volume V_f(N), by subset simulation -------------------------
+#: The small space of the volume curves (float64, eps = 0) and the targets: the hard FIRST's
+#: target is FIRST itself, so in one space its volume is FIRST's; CONSTANT accepts every
+#: string; RANDOM is a balanced function with a fixed random table per N.
+VOL_SPACE = dict(D=4, L=1, H=1, F=4)
+VOL_TARGETS = ("CONSTANT", "FIRST", "MAJORITY", "PARITY", "RANDOM")
+
+
+def vol_sizes(scale: str) -> dict:
+    """Lengths and the estimator's sizes (points per level, runs, moves) by scale."""
+    return pick(scale, ci=dict(Ns=[2, 3], n=100, runs=3, moves=6, max_levels=30),
+                book=dict(Ns=[2, 3], n=200, runs=4, moves=10, max_levels=40),
+                paper=dict(Ns=[2, 3, 4, 5, 6, 7, 8], n=2000, runs=8, moves=30,
+                           max_levels=200))
+
+
+def vol_labels(name: str, N: int) -> torch.Tensor:
+    """The target's labels on all 2^N strings (bool)."""
+    x = strings(N)
+    if name == "CONSTANT":
+        return torch.ones(len(x), dtype=torch.bool)
+    if name == "RANDOM":
+        g = torch.Generator().manual_seed(1000 + N)
+        y = torch.zeros(len(x), dtype=torch.bool)
+        y[torch.randperm(len(x), generator=g)[: len(x) // 2]] = True
+        return y
+    return target(name)(x).bool()
+
+
+def _vol_configs(scale):
+    s = vol_sizes(scale)
+    return [dict(target=t, N=N, margin=MARGIN, seed=17, **VOL_SPACE,
+                 **{k: s[k] for k in ("n", "runs", "moves", "max_levels")})
+            for t in VOL_TARGETS for N in s["Ns"] if t != "MAJORITY" or N % 2]
+
+
+_VOL_UNIT = 1.0e-7        # CPU-seconds per (model x string x position^2), fitted at ci
+
+
+def _vol_cost(c):
+    levels = min(c["max_levels"], 2 + 4 * c["N"]) if c["target"] not in ("PARITY", "RANDOM") \
+        else c["max_levels"]
+    return 0.2 + _VOL_UNIT * c["runs"] * levels * c["n"] * c["moves"] * 2 ** c["N"] * (c["N"] + 1) ** 2
+
+
+def vol_one(config: dict) -> dict:
+    """Experiment ``ch5_certified.log_volume``: log V_f(N), the fraction of theta in
+    [-1, 1]^M (the space ``D, L, H, F``, eps = 0, float64) that recognises the target on all
+    2^N strings with margin ``margin``, by :func:`sensbook.splitting.subset_volume`; and a
+    plain Monte Carlo count on the same number of points as one level.
+
+    Returns ``log_volume``, ``interval``, ``runs``, ``levels``, ``evaluations``, ``M``,
+    ``mc_hits`` and ``mc_n`` (plain Monte Carlo on as many uniform points as the estimator
+    evaluated, at most 200,000) and ``certified`` (:func:`log_volume_bound` of the certified
+    box around the best point the estimator found; None when it found none)."""
+    N = check_n(config["N"])
+    model = Recognizer(1, config["D"], config["L"], config["H"], config["F"],
+                       dtype=torch.float64)
+    x = strings(N, dtype=torch.float64)
+    score = recognition_score(model, x, vol_labels(config["target"], N),
+                              margin=config["margin"])
+    res = subset_volume(score, model.M, n=config["n"], runs=config["runs"],
+                        moves=config["moves"], max_levels=config["max_levels"],
+                        seed=config["seed"])
+    cert = -math.inf                      # certified bound: a box around the best point found
+    if res["best_score"] > 0:
+        best = res["best"]
+        m0 = model.like().set_flat(best[None])
+        r = certified_radius(m0, x, vol_labels(config["target"], N), margin=config["margin"],
+                             rtol=RTOL, r_max=BOX)["radius"]
+        cert = log_volume_bound(best, r)
+    g = torch.Generator().manual_seed(config["seed"] + 7)
+    hits, mc_n = 0, 0
+    while mc_n < min(res["evaluations"], 200_000):
+        th = torch.rand(5000, model.M, generator=g, dtype=torch.float64) * 2 - 1
+        hits += int((score(th) > 0).sum())
+        mc_n += len(th)
+    log_v = res["log_volume"]
+    return {"log_volume": None if math.isinf(log_v) else log_v,
+            "interval": [None if math.isinf(v) else v for v in res["interval"]],
+            "runs": res["runs"], "levels": res["levels"], "evaluations": res["evaluations"],
+            "M": model.M, "mc_hits": hits, "mc_n": mc_n,
+            "certified": None if math.isinf(cert) else cert}
 
 
 # ---- the approximate-solution volume ----------------------------------------------------
@@ -180,6 +327,12 @@ def volume_merge(configs, results) -> dict:
 register(Experiment("ch5_certified.radius", _radius_configs,
                     "sensbook.experiments.ch5_certified:radius_one", _radius_cost,
                     doc="certified l-inf radius of the constructions, and the volume bound"))
+register(Experiment("ch5_certified.attack", _attack_configs,
+                    "sensbook.experiments.ch5_certified:attack_one", _attack_cost,
+                    doc="r_up: the smallest radius at which an attack breaks a label, beside r"))
+register(Experiment("ch5_certified.log_volume", _vol_configs,
+                    "sensbook.experiments.ch5_certified:vol_one", _vol_cost,
+                    doc="log V_f(N): the exact-recognition volume by subset simulation"))
 register(Experiment("ch5_certified.volume", _volume_configs,
                     "sensbook.experiments.ch5_certified:volume_one", _volume_cost,
                     doc="the approximate-solution volume: accuracy >= 1 - delta of random theta"))

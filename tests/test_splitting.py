@@ -1,0 +1,111 @@
+"""Small volumes by subset simulation (sensbook/splitting.py), validated before believed:
+(a) plain Monte Carlo where it resolves the volume, (b) exact volumes in closed form down to
+1e-30, (c) never below the certified lower bound, (d) repeated runs inside the interval."""
+import math
+
+import numpy as np
+import pytest
+import torch
+
+import sensbook as sb
+from sensbook.certify import certified_radius
+from sensbook.experiments.ch5_certified import log_volume_bound
+from sensbook.splitting import recognition_score, subset_volume
+
+
+def _inside(v, res, slack=0.0):
+    lo, hi = res["interval"]
+    return lo - slack <= v <= hi + slack
+
+
+@pytest.mark.parametrize("D,N,f", [(4, 2, "FIRST"), (4, 2, "MAJORITY"), (2, 3, "MAJORITY")])
+def test_a_equals_plain_monte_carlo_where_it_resolves_the_volume(D, N, f):
+    model = sb.Recognizer(1, D, 1, 1, D, dtype=torch.float64)
+    x = sb.strings(N, dtype=torch.float64)
+    score = recognition_score(model, x, getattr(sb, f)(x), margin=0.01)
+    res = subset_volume(score, model.M, n=400, runs=6, moves=10, seed=3)
+    g = torch.Generator().manual_seed(11)
+    n_mc, k = 40_000, 0
+    for _ in range(4):
+        th = torch.rand(n_mc // 4, model.M, generator=g, dtype=torch.float64) * 2 - 1
+        k += int((score(th) > 0).sum())
+    lo, hi = sb.wilson_interval(k, n_mc)
+    assert k / n_mc >= 1e-3                                  # Monte Carlo resolves it
+    assert res["levels"][0] >= 1                             # and splitting used levels
+    # the two intervals overlap (log scale)
+    assert res["interval"][0] <= math.log(hi) and math.log(lo) <= res["interval"][1], (
+        res, k / n_mc)
+
+
+@pytest.mark.parametrize("kind,M,a,exact", [
+    ("cube", 30, 0.1, 30 * math.log(0.1)),                   # product of intervals: 1e-30
+    ("cube", 12, 0.3, 12 * math.log(0.3)),
+    ("simplex", 15, 1.0, -math.lgamma(16)),                  # the corner simplex: 1 / 15!
+    ("slab", 40, 0.0, math.log(0.5)),                        # a half-space through 0
+])
+def test_b_equals_the_exact_volume_of_closed_form_sets(kind, M, a, exact):
+    score = {"cube": lambda th: a - th.abs().amax(1),
+             "simplex": lambda th: a - ((1 + th) / 2).sum(1),
+             "slab": lambda th: th.sum(1)}[kind]
+    res = subset_volume(score, M, n=1000, runs=6, seed=5)
+    assert _inside(exact, res), (kind, exact, res)
+    # the estimate is informative: its interval is within a factor e^1.5 of V
+    assert res["interval"][1] - res["interval"][0] < 3.0, res
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_c_never_below_the_certified_lower_bound(seed):
+    model = sb.Recognizer.random(1, 2, 1, 1, 2, eps=0.1, seed=seed, dtype=torch.float64)
+    x = sb.strings(3, dtype=torch.float64)
+    with torch.no_grad():
+        y = model(x)[0] > 0
+    theta0 = model.flat()[0].clamp(-0.99, 0.99)
+    model.set_flat(theta0[None])
+    with torch.no_grad():
+        y = model(x)[0] > 0
+    r = certified_radius(model, x, y, margin=0.01, rtol=0.01)["radius"]
+    assert r > 0
+    bound = log_volume_bound(theta0, r)
+    score = recognition_score(model, x, y, margin=0.01)
+    res = subset_volume(score, model.M, n=500, runs=4, moves=5, seed=seed)
+    assert res["interval"][1] >= bound and res["log_volume"] >= bound, (bound, res)
+
+
+def test_d_repeated_runs_are_inside_the_reported_interval():
+    M, a = 20, 0.2
+    exact = M * math.log(a)
+    score = lambda th: a - th.abs().amax(1)
+    reps = [subset_volume(score, M, n=500, runs=6, seed=100 * j) for j in range(4)]
+    for r in reps:
+        assert _inside(exact, r), (exact, r)
+    # every repetition's estimate lies inside every other's interval widened by its own
+    # half-width (the intervals overlap), and the spread of the estimates is no wider than
+    # the widest interval
+    est = np.array([r["log_volume"] for r in reps])
+    widest = max(r["interval"][1] - r["interval"][0] for r in reps)
+    assert est.max() - est.min() <= widest, (est, widest)
+    for r in reps:
+        for q in reps:
+            assert r["interval"][0] <= q["interval"][1] and q["interval"][0] <= r["interval"][1]
+
+
+def test_a_flat_or_impossible_score_gives_minus_infinity_not_a_number():
+    res = subset_volume(lambda th: torch.full((len(th),), -1.0, dtype=torch.float64), 5,
+                        n=50, runs=2)
+    assert res["log_volume"] == -math.inf and res["volume"] == 0.0
+
+
+def test_bad_arguments_are_named():
+    score = lambda th: th.sum(1)
+    for kw, arg in ((dict(n=5), "n"), (dict(p0=0.9), "p0"), (dict(p0=0.0), "p0"),
+                    (dict(runs=1), "runs"), (dict(moves=0), "moves"), (dict(box=-1.0), "box"),
+                    (dict(level=1.0), "level"), (dict(scale=float("nan")), "scale")):
+        with pytest.raises((TypeError, ValueError), match=arg):
+            subset_volume(score, 3, **kw)
+    with pytest.raises(TypeError, match="score"):
+        subset_volume(3.0, 3)
+    model = sb.Recognizer(1, 2, 1, 1, 2, dtype=torch.float64)
+    with pytest.raises(ValueError, match="labels"):
+        recognition_score(model, sb.strings(2), [True])
+    with pytest.raises(ValueError, match="margin"):
+        recognition_score(model, sb.strings(2), [True] * 4, margin=-1.0)

@@ -99,6 +99,9 @@ def _ensure_assets(app, config):
     # (sensbook.pages.explore), so every control on the page answers
     os.environ["SENSBOOK_PAGE"] = "1"
     config.html_static_path = [*config.html_static_path, str(HERE / "static")]
+    # the API page's signatures show a default as the source writes it (`Protocol()`), not its
+    # repr (`Protocol(D=16, L=2, H=2, ...)`, the whole dataclass: issue 46)
+    config.autodoc_preserve_defaults = True
 
 
 def _dedupe_scripts(app, pagename, templatename, context, doctree):

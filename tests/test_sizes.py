@@ -9,6 +9,7 @@ length lists the chapters index hold the cases they index.
 """
 import json
 import math
+import pathlib
 
 import numpy as np
 import pytest
@@ -16,6 +17,7 @@ import pytest
 import sensbook as sb
 from sensbook.experiments import ch5, registry
 
+ROOT = pathlib.Path(__file__).resolve().parents[1]
 SCALES = ("ci", "book", "paper")
 EXPERIMENTS = sorted(registry())
 
@@ -81,3 +83,56 @@ def test_the_length_lists_hold_what_the_chapters_index(scale):
                          if (c["kind"], c["name"], c["N"]) == ("uniform", name, N)
                          for s in c["sigmas"])
             assert got == sig, (scale, name, N)
+
+
+
+def test_the_intro_banner_states_its_paper_cost(tmp_path, monkeypatch):
+    """The intro's first output at `paper` scale, with nothing stored: what it reads, its
+    predicted cost, and that it is too long for one notebook session (on main the intro named
+    no experiment and computed 174 s unannounced). Running the intro at `paper` scale itself
+    is not cheap: ch5.basin there is predicted at hours of one CPU core."""
+    import re
+
+    names = _banner_names("intro.md")
+    assert names == ["ch5.basin"], names
+    monkeypatch.setenv("SENSBOOK_RESULTS", str(tmp_path))
+    monkeypatch.setenv("SENSBOOK_PUBLISHED", "0")
+    monkeypatch.setenv("SENSBOOK_SCALE", "paper")
+    sb.set_scale(None)
+    try:
+        text = sb.banner(*names)
+    finally:
+        monkeypatch.setenv("SENSBOOK_SCALE", "ci")
+        sb.set_scale(None)
+    n = len(registry()["ch5.basin"].configs("paper"))
+    assert f"0 stored here, {n} to compute: about " in text, text
+    hours = float(re.search(r"about ([\d.]+) h", text).group(1))
+    assert abs(hours * 3600 - registry()["ch5.basin"].predicted_seconds("paper")) < 0.05 * 3600 + 1
+    assert "too long for one notebook session" in text
+
+
+def test_a_colab_refusal_shows_its_message_alone():
+    """Issue 46: `paper`-scale refusals arrived as a 6-frame traceback; IPython (a notebook's
+    kernel, in its own process here) shows the refusal's message alone."""
+    import subprocess
+    import sys
+
+    code = ("from IPython.core.interactiveshell import InteractiveShell\n"
+            "from sensbook.experiments import TooLongForColab\n"
+            "sh = InteractiveShell.instance()\n"
+            "sh.user_ns['TooLongForColab'] = TooLongForColab\n"
+            "sh.run_cell('def deep():\\n    raise TooLongForColab(\\'ch9.x: about 20 h\\')\\n'\n"
+            "            'def call():\\n    deep()\\ncall()')\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=ROOT, timeout=120)
+    text = out.stdout + out.stderr
+    assert "TooLongForColab: ch9.x: about 20 h" in text, text
+    assert "deep()" not in text and "Traceback" not in text, text
+
+
+def _banner_names(md):
+    import re
+
+    src = (ROOT / "book" / md).read_text(encoding="utf-8")
+    (args,) = re.findall(r"sb\.banner\(([^)]*)\)", src)
+    return re.findall(r'"([\w.]+)"', args)

@@ -1,6 +1,6 @@
-"""The API page's signatures (issue 46), checked without a built site: the book's extension
-makes autodoc print a default as the source writes it, so `learn(..., protocol=Protocol(), ...)`
-does not print the whole `Protocol(D=16, L=2, ...)` repr."""
+"""The book's extension, checked without a built site (issue 46): autodoc prints a default as
+the source writes it, so `learn(..., protocol=Protocol(), ...)` does not print the whole
+`Protocol(D=16, L=2, ...)` repr; computed figures link to their PNG (tap to enlarge)."""
 import pathlib
 import sys
 import types
@@ -35,3 +35,17 @@ def test_a_preserved_default_is_short():
     finally:
         del fn.__signature__
     assert "Protocol = Protocol()," in after and "D=16" not in after, after
+
+
+def test_computed_figures_link_to_their_png():
+    """Issue 46: at 390 px figure text is 4-6 px; each computed figure opens at full size."""
+    import sensbook_site
+
+    fig = '<figure><img alt="_images/a.png" src="../_images/a_1.png" /></figure>'
+    out = sensbook_site.enlarge_links(fig)
+    assert '<a class="sensbook-enlarge" href="../_images/a_1.png"' in out
+    assert out.count("<img") == 1 and out.endswith("</a></figure>")
+    linked = '<a class="reference internal image-reference" href="x.png"><img src="_images/x.png"></a>'
+    assert sensbook_site.enlarge_links(linked) == linked
+    explorer = '<img class="sx-figure" src="data:image/png;base64,AAAA">'
+    assert sensbook_site.enlarge_links(explorer) == explorer

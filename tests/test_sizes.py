@@ -136,3 +136,20 @@ def _banner_names(md):
     src = (ROOT / "book" / md).read_text(encoding="utf-8")
     (args,) = re.findall(r"sb\.banner\(([^)]*)\)", src)
     return re.findall(r'"([\w.]+)"', args)
+
+
+@pytest.mark.parametrize("scale", SCALES)
+def test_the_box_scan_holds_the_cells_ch3_score_range_indexes(scale):
+    """ch3_score_range reads the scan at B = 1 with and without the mark, at both eps of
+    ch3.EPS, and compares its longest N with the unmarked construction's lengths 8..4096."""
+    from sensbook.experiments import ch3
+
+    box = ch3.BOX[scale]
+    assert 1.0 in box["B"] and 1.0 in box["unmarked"], box
+    assert set(ch3.EPS) <= set(box["eps"]), box
+    assert max(box["Ns"]) in 2 ** np.arange(3, 13), box
+    cells = {(c["B"], c["eps"], c["N"], c["mark_first"])
+             for c in registry()["ch3.box_scan"].configs(scale)}
+    for e in ch3.EPS:
+        for mark in (True, False):
+            assert {(1.0, e, N, mark) for N in box["Ns"]} <= cells, (scale, e, mark)

@@ -297,3 +297,27 @@ def test_long_code_cells_are_folded(md):
         if c.cell_type == "code" and not tags & {"remove-cell", "remove-input", "hide-input"}:
             n = len(c.source.splitlines())
             assert n <= 50, f"{md.name}: a shown cell of {n} lines: {c.source[:60]!r}"
+
+
+@pytest.mark.parametrize("md", CHAPTERS, ids=lambda p: p.name)
+def test_html_tables_typeset_powers(md):
+    """Issue 46: ch6_explanations' verdict table wrote `N^m`, `|c|^-2` in its cells. A cell
+    that builds an HTML table (sb.html_table) writes a power as <sup>, never with a caret."""
+    import ast
+
+    for c in code(jupytext.read(md)):
+        if "sb.html_table(" not in c:
+            continue
+        texts = [n.value for n in ast.walk(ast.parse(c))
+                 if isinstance(n, ast.Constant) and isinstance(n.value, str)]
+        carets = [t for t in texts if re.search(r"[\w|)}]\^[\w{(\u2212-]", t)]
+        assert not carets, f"{md.name}: powers written with a caret in an HTML table: {carets}"
+
+
+def test_prose_tables_head_their_columns_from_the_left():
+    """Issue 46: the verdict table's headers were right-aligned over left-aligned prose."""
+    css = (ROOT / "tools" / "static" / "sensbook.css").read_text(encoding="utf-8")
+    rules = dict(re.findall(r"([^{}]+)\{([^}]*)\}", re.sub(r"/\*.*?\*/", "", css, flags=re.S)))
+    th = [body for sel, body in rules.items() if "table.sensbook-prose th" in sel]
+    td = [body for sel, body in rules.items() if "table.sensbook-prose td" in sel]
+    assert th and td and all("text-align: left" in b for b in th + td), (th, td)

@@ -174,8 +174,9 @@ def test_chapter_prints_its_scale_and_asserts_claims(md):
     banner = re.findall(r"sb\.banner\(((?:\"[\w.]+\"(?:, )?)*)\)", src)
     assert len(banner) == 1, "every chapter prints the scale it ran at and what its experiments cost"
     named = {e.name for n in re.findall(r'"([\w.]+)"', banner[0]) for e in select(n)}
-    assert any(n.startswith(chapter) for n in named) or not named, named   # another may be
-    # read too (ch6_explanations: ch5.basin, through ch6.parity_sigma_star)
+    assert any(n.startswith(chapter) for n in named) or not named or md.stem == "intro", named
+    # another may be read too (ch6_explanations: ch5.basin, through ch6.parity_sigma_star;
+    # the intro reads ch5.basin)
     # every experiment the chapter names reads is in its banner (tests/colab/ checks the run)
     read = set(re.findall(r'run_experiment\("([\w.]+)"', src))
     assert read <= named, f"{md.name} reads {sorted(read - named)} but its banner omits them"
@@ -189,3 +190,134 @@ def test_every_chapter_is_in_the_toc_and_every_toc_entry_exists():
         assert (ROOT / f"{f}.md").exists(), f
     for md in CHAPTERS:
         assert f"book/{md.stem}" in files, f"{md.name} is not in _toc.yml"
+
+
+def _doc_links(text):
+    """(link text or None, target) of each {doc} role of a MyST text."""
+    for m in re.finditer(r"\{doc\}`([^`]*)`", text):
+        t = re.fullmatch(r"(?s)(.*?)\s*<([^<>]+)>", m.group(1).strip())
+        yield (t.group(1), t.group(2)) if t else (None, m.group(1).strip())
+
+
+def test_the_intro_calls_every_page_by_its_sidebar_title():
+    """Issue 46: one name per page. The sidebar shows each page's title (its `# ` heading: the
+    toc sets none), and the intro's map lists every page of _toc.yml by that title, once: its
+    {doc} links carry no text of their own (Sphinx writes the title; tools/notebooks.py too)."""
+    assert not any("title" in c for c in TOC["chapters"]), "the sidebar's titles are the headings"
+    text = (BOOK / "intro.md").read_text(encoding="utf-8")
+    named = [(t, target) for t, target in _doc_links(text) if t is not None]
+    assert not named, f"intro.md names pages by its own words: {named}"
+    table = re.search(r"^## The map\n(.*?)^## ", text, re.S | re.M).group(1)
+    mapped = [target for _, target in _doc_links(table)]
+    pages = [c["file"].removeprefix("book/") for c in TOC["chapters"]]
+    assert sorted(set(mapped)) == sorted(mapped), "a page is in the map twice"
+    assert set(mapped) == set(pages) - {"references"}, set(pages) ^ set(mapped)
+    rendered = notebooks.Renderer(CONFIG, ROOT).inline(table, "book/intro", "intro.md")
+    for p in pages[:-1]:
+        title = notebooks.Book(ROOT).titles[f"book/{p}"]
+        assert f"[{title}](" in rendered, (p, title)
+
+
+#: The most prose words a page may hold (issue 46: a page read in under half an hour).
+MAX_PROSE_WORDS = 2500
+
+
+def prose_words(md: pathlib.Path) -> int:
+    """The words of a page's prose as a reader reads it: the Markdown text of the page, without
+    its YAML front matter, code cells (shown or removed, with their outputs and figure
+    captions), fenced code blocks, inline code, math (``$...$``, ``$$...$$``, ``{math}``
+    roles and blocks), HTML comments, ``%`` comment lines, ``(label)=`` targets and table
+    rules. A cross-reference or citation role counts as one word; admonitions' text counts.
+    Words are blank-separated tokens holding a letter or a digit."""
+    text = md.read_text(encoding="utf-8")
+    text = re.sub(r"\A---\n.*?\n---\n", "", text, flags=re.S)
+    text = re.sub(r"^(```+|~~~+)\{code-cell\}.*?^\1[ \t]*$", "", text, flags=re.S | re.M)
+    text = re.sub(r"^(```+|~~~+)(?:\{math\}|[\w-]*)[ \t]*\n.*?^\1[ \t]*$", "", text,
+                  flags=re.S | re.M)
+    text = re.sub(r"^:[\w-]+:.*$", "", text, flags=re.M)          # directive options
+    text = re.sub(r"^(```+|:::+)\{?[\w-]*\}?", "", text, flags=re.M)  # admonition fences
+    text = re.sub(r"<!--.*?-->", "", text, flags=re.S)
+    text = re.sub(r"^%.*$|^\([\w.:-]+\)=\s*$", "", text, flags=re.M)
+    text = re.sub(r"\$\$.*?\$\$", "", text, flags=re.S)
+    text = re.sub(r"\{math\}`[^`]*`", "", text)
+    text = re.sub(r"(?<!\\)\$[^$\n]+?\$", "", text)
+    text = re.sub(r"\{[\w:-]+\}`[^`]*`", " ROLE ", text)
+    text = re.sub(r"`[^`\n]*`", "", text)
+    return sum(bool(re.search(r"\w", w)) for w in text.split() if not re.fullmatch(r"[|:-]+", w))
+
+
+def test_prose_word_counter():
+    """What prose_words counts, on a page built for it."""
+    import tempfile
+
+    page = ("---\nkernelspec: {name: python3}\n---\n\n# A title\n\n(lab)=\n## Two words\n\n"
+            "Five words and $x^2 + y$ math, `code` here {doc}`ch1`.\n\n"
+            "```{code-cell} ipython3\n:tags: [remove-cell]\nassert many words in code\n```\n\n"
+            "$$\na + b = c\n$$\n\n```python\nprint('no')\n```\n\n"
+            ":::{note}\nNoted text.\n:::\n\n| a | b |\n|---|---|\n| 1 | c d |\n% a comment\n")
+    with tempfile.TemporaryDirectory() as d:
+        md = pathlib.Path(d) / "page.md"
+        md.write_text(page, encoding="utf-8")
+        # A title (2) Two words (2) Five words and math, here ROLE (6) Noted text (2) a b 1 c d
+        assert prose_words(md) == 2 + 2 + 6 + 2 + 5
+
+
+@pytest.mark.parametrize("md", sorted(BOOK.glob("*.md")), ids=lambda p: p.name)
+def test_page_prose_fits_half_an_hour(md):
+    """Issue 46 (and the GUIDE): a page of more than 2,500 words of prose is split, or its
+    audit collapsed (a folded, remove-input or dropdown block still counts if it is prose)."""
+    n = prose_words(md)
+    assert n <= MAX_PROSE_WORDS, f"{md.name}: {n} words of prose (at most {MAX_PROSE_WORDS})"
+
+
+@pytest.mark.parametrize("md", CHAPTERS, ids=lambda p: p.name)
+def test_no_page_computes_a_basin_outside_an_experiment(md):
+    """Issue 46: the intro computed its basins in the page (174 s at `paper` scale under a
+    banner that named no cost). A basin is the experiment ch5.basin: stored, costed by the
+    banner, computed once for every page that reads it."""
+    src = "\n".join(code(jupytext.read(md)))
+    assert "basin_curve(" not in src, f"{md.name} computes a basin: read ch5.basin"
+
+
+def test_explorers_slide_values_not_indices():
+    """Issue 46: ch5_basins' explorer slid `sigma_index` 0-12; a control shows the value a
+    reader chooses (sb.explore labels a float grid with its values)."""
+    for md in CHAPTERS:
+        for name in re.findall(r"\b(\w+)=(?:range|list)\(", "\n".join(
+                s for s in code(jupytext.read(md)) if "sb.explore(" in s)):
+            assert not name.endswith(("_index", "_idx")), f"{md.name}: control {name}"
+
+
+@pytest.mark.parametrize("md", CHAPTERS, ids=lambda p: p.name)
+def test_long_code_cells_are_folded(md):
+    """Issue 46: ch6_explanations showed a 60-line cell between a heading and its verdict
+    table. A shown code cell of more than 50 lines folds its input (hide-input)."""
+    for c in jupytext.read(md).cells:
+        tags = set(c.metadata.get("tags", []))
+        if c.cell_type == "code" and not tags & {"remove-cell", "remove-input", "hide-input"}:
+            n = len(c.source.splitlines())
+            assert n <= 50, f"{md.name}: a shown cell of {n} lines: {c.source[:60]!r}"
+
+
+@pytest.mark.parametrize("md", CHAPTERS, ids=lambda p: p.name)
+def test_html_tables_typeset_powers(md):
+    """Issue 46: ch6_explanations' verdict table wrote `N^m`, `|c|^-2` in its cells. A cell
+    that builds an HTML table (sb.html_table) writes a power as <sup>, never with a caret."""
+    import ast
+
+    for c in code(jupytext.read(md)):
+        if "sb.html_table(" not in c:
+            continue
+        texts = [n.value for n in ast.walk(ast.parse(c))
+                 if isinstance(n, ast.Constant) and isinstance(n.value, str)]
+        carets = [t for t in texts if re.search(r"[\w|)}]\^[\w{(\u2212-]", t)]
+        assert not carets, f"{md.name}: powers written with a caret in an HTML table: {carets}"
+
+
+def test_prose_tables_head_their_columns_from_the_left():
+    """Issue 46: the verdict table's headers were right-aligned over left-aligned prose."""
+    css = (ROOT / "tools" / "static" / "sensbook.css").read_text(encoding="utf-8")
+    rules = dict(re.findall(r"([^{}]+)\{([^}]*)\}", re.sub(r"/\*.*?\*/", "", css, flags=re.S)))
+    th = [body for sel, body in rules.items() if "table.sensbook-prose th" in sel]
+    td = [body for sel, body in rules.items() if "table.sensbook-prose td" in sel]
+    assert th and td and all("text-align: left" in b for b in th + td), (th, td)

@@ -16,6 +16,8 @@
 - It registers the pybtex style `authoryear` (`bibtex_default_style` in _config.yml): the
   bibliography labels its entries as the text cites them, "Kövér et al., 2026", not
   "[KoverBS+26]".
+- It links each computed figure to its own PNG (tap or click to enlarge, issue 46: at 390 px a
+  figure's text lands at 4-6 px; the PNG opens at its natural size, where it is 12 px).
 - After the build it deletes JavaScript/CSS source maps (*.map) that the theme ships: browsers
   fetch them only with developer tools open, and they would add megabytes to the site.
 - After the build it also copies the widget bundle's icon fonts to `book/@jupyter-widgets/`.
@@ -27,6 +29,7 @@ from __future__ import annotations
 
 import os
 import pathlib
+import re
 import shutil
 
 import site_assets
@@ -99,6 +102,9 @@ def _ensure_assets(app, config):
     # (sensbook.pages.explore), so every control on the page answers
     os.environ["SENSBOOK_PAGE"] = "1"
     config.html_static_path = [*config.html_static_path, str(HERE / "static")]
+    # the API page's signatures show a default as the source writes it (`Protocol()`), not its
+    # repr (`Protocol(D=16, L=2, H=2, ...)`, the whole dataclass: issue 46)
+    config.autodoc_preserve_defaults = True
 
 
 def _dedupe_scripts(app, pagename, templatename, context, doctree):
@@ -113,6 +119,27 @@ def _dedupe_scripts(app, pagename, templatename, context, doctree):
             seen.add(key)
             kept.append(js)
     scripts[:] = kept      # in place: the builder reverts this list before the next page
+
+
+# A figure a cell computed: an <img> of the build's _images/ folder not already inside a link.
+_FIGURE = re.compile(r'(<img\b[^>]*\bsrc="(?P<src>(?:\.\./)*_images/[^"]+\.png)"[^>]*>)')
+
+
+def enlarge_links(body: str) -> str:
+    """Each computed figure of a page's HTML wrapped in a link to its PNG (opens it at full
+    size); an image already in a link, or one of an explorer (a data: URI), is left alone."""
+    def link(m):
+        before = body[:m.start()]
+        if before.rfind("<a ") > before.rfind("</a>"):      # inside a link already
+            return m.group(0)
+        return (f'<a class="sensbook-enlarge" href="{m.group("src")}" '
+                f'title="the figure at full size">{m.group(1)}</a>')
+    return _FIGURE.sub(link, body)
+
+
+def _figure_links(app, pagename, templatename, context, doctree):
+    if "body" in context:
+        context["body"] = enlarge_links(context["body"])
 
 
 def _finish(app, exception):
@@ -134,5 +161,6 @@ def setup(app):
     app.connect("config-inited", _ensure_assets)
     app.add_css_file("sensbook.css")
     app.connect("html-page-context", _dedupe_scripts, priority=900)   # after the others add theirs
+    app.connect("html-page-context", _figure_links)
     app.connect("build-finished", _finish)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

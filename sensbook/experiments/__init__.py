@@ -195,6 +195,15 @@ def run_all(exps, scale: str, out=None, *, workers: int = 1, progress: bool = Tr
 COLAB_LIFETIME_SECONDS = 12 * 3600
 
 
+class TooLongForColab(RuntimeError):
+    """A computation refused in Colab (longer than a runtime lives). A notebook shows its
+    message alone, not the traceback of the library calls that reached it (IPython prints
+    what ``_render_traceback_`` returns)."""
+
+    def _render_traceback_(self):
+        return [f"{type(self).__name__}: {self}"]
+
+
 def _check_colab_lifetime(exp, sweep, out):
     """In Colab, refuse to start computing what cannot finish in one runtime (``paper`` scale)."""
     import os
@@ -202,7 +211,7 @@ def _check_colab_lifetime(exp, sweep, out):
     store = Store(out, exp.name, sweep.version)
     seconds = sum(exp.cost(c) for c in sweep.configs if not store.done(c))
     if seconds > COLAB_LIFETIME_SECONDS and os.environ.get("SENSBOOK_LONG_RUNS") != "1":
-        raise RuntimeError(
+        raise TooLongForColab(
             f"{exp.name}: the configurations left to compute are predicted to take about "
             f"{_minutes(seconds)} on one CPU core, longer than a Colab runtime lives "
             f"({COLAB_LIFETIME_SECONDS // 3600} h). Compute them on a GPU machine or a cluster "

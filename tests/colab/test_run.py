@@ -16,6 +16,8 @@ at ``ci`` scale. Then the notebook's first lines are held to what happened:
   so), torch must still have one after Run all, and the configurations the notebook computed
   must have run in one thread (the cost models are one-thread CPU seconds);
 * no cell writes to stderr (the pages drop stderr; a Colab reader sees it);
+* no output holds a raw Python repr: numpy scalars, dicts, numpy arrays (issue 46; the check
+  of the built pages, tests/site/test_outputs.py, on the notebook's outputs);
 * every progress bar belongs to a cell that ran for at least ``PROGRESS_DELAY`` seconds;
 * each explorer's controls (``interact``'s widgets that are not ``fixed``) are exactly the grid
   its ``sb.explore`` call gives;
@@ -39,6 +41,7 @@ from jupyter_client.kernelspec import KernelSpecManager
 from jupyter_client.manager import KernelManager
 from nbclient import NotebookClient
 
+from ..site.test_outputs import notebook_reprs
 from .conftest import ROOT, SCALE, fresh_runtime, kernel_spec, seed_local_store, share
 
 NOTEBOOKS = sorted((ROOT / "book").glob("*.ipynb"))   # the chapters and the introduction
@@ -218,6 +221,7 @@ def test_notebook_runs_in_a_colab_like_runtime_as_its_banner_says(
     # nothing on stderr: warnings that are expected are silenced where they arise
     problems += [f"code cell {i} wrote to stderr: {_stderr(c)[:300]!r}"
                  for i, c in enumerate(code) if _stderr(c)]
+    problems += [f"raw repr in {r}" for r in notebook_reprs(nb)]
 
     # the banner against the run
     text = "\n".join(_text(c) for c in code)

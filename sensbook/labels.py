@@ -13,8 +13,8 @@ import warnings
 import numpy as np
 import torch
 
-from .adapters import (check_mode, check_repeatable, explain_call, explain_output, repeat_needed,
-                       user_stacklevel)
+from .adapters import (check_mode, check_not_meta, check_repeatable, explain_call, explain_output,
+                       repeat_needed, user_stacklevel)
 from .boolean import check_real
 
 REJECT, ACCEPT, UNDECIDED, NONFINITE = 0, 1, -1, -2
@@ -201,6 +201,7 @@ class Evaluator:
                             f"returning labels or scores: a function, a torch.nn.Module, "
                             f"sb.TorchClassifier, sb.SklearnClassifier, sb.Recognizer), got "
                             f"{type(classifier).__name__}")
+        check_not_meta(classifier, argument)
         check_mode(classifier)
         self.classifier, self.calls, self.seen = classifier, 0, _FloatLabels()
         self.repeat = repeat_needed(classifier)

@@ -469,13 +469,14 @@ def _profile(args) -> int:
     command.update(target=args.target, device=args.device)
     try:
         prof.save(args.out, model=args.target, command=command)
-    except (ValueError, OSError, TypeError) as e:
-        print(f"sensbook: the profile was computed but could not be saved to {args.out} ({e}); "
+    except (ValueError, OSError, TypeError, KeyboardInterrupt) as e:
+        why = "interrupted" if isinstance(e, KeyboardInterrupt) else str(e)
+        print(f"sensbook: the profile was computed but could not be saved to {args.out} ({why}); "
               "it follows as JSON (sensbook.Profile.from_dict reads it)", file=sys.stderr)
         d = prof.to_dict()
         d["meta"].update(model=args.target, command=command)
         print(json.dumps(d))
-        return 1
+        return 130 if isinstance(e, KeyboardInterrupt) else 1
     print(f"saved to {args.out} (sensbook.Profile.load reads it back)")
     return 0
 

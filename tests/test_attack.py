@@ -8,11 +8,19 @@ import torch
 
 import sensbook as sb
 
-torch.set_grad_enabled(False)   # the attack turns gradients on where it needs them
 from sensbook.attack import attack, attack_radius
 from sensbook.certify import certified_radius, certify, output_bounds
 from sensbook.constructions import target
 from sensbook.experiments import ch5_certified as cc
+
+
+@pytest.fixture(autouse=True)
+def _gradients_off():
+    """Each test runs with gradients off (the attack turns them on where it needs them), and
+    the switch is undone after it: a module-level ``torch.set_grad_enabled(False)`` stayed off
+    for every later test in the same worker and broke training there."""
+    with torch.no_grad():
+        yield
 
 
 def _constant_model(delta, eps=0.1):

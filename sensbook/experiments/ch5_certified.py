@@ -206,7 +206,7 @@ def _vol_configs(scale):
             for t in VOL_TARGETS for N in s["Ns"] if t != "MAJORITY" or N % 2]
 
 
-_VOL_UNIT = 1.0e-7        # CPU-seconds per (model x string x position^2), fitted at ci
+_VOL_UNIT = 1.2e-7        # CPU-seconds per (model x string x position^2): 20 s measured at book
 
 
 def _vol_cost(c):

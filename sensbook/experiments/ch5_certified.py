@@ -182,8 +182,8 @@ def vol_sizes(scale: str) -> dict:
     """Lengths and the estimator's sizes (points per level, runs, moves) by scale."""
     return pick(scale, ci=dict(Ns=[2, 3], n=100, runs=3, moves=6, max_levels=30),
                 book=dict(Ns=[2, 3], n=200, runs=4, moves=10, max_levels=40),
-                paper=dict(Ns=[2, 3, 4, 5, 6, 7, 8], n=2000, runs=8, moves=30,
-                           max_levels=200))
+                paper=dict(Ns=[2, 3, 4, 5, 6], n=1000, runs=6, moves=20,
+                           max_levels=100))
 
 
 def vol_labels(name: str, N: int) -> torch.Tensor:
@@ -206,7 +206,7 @@ def _vol_configs(scale):
             for t in VOL_TARGETS for N in s["Ns"] if t != "MAJORITY" or N % 2]
 
 
-_VOL_UNIT = 1.0e-7        # CPU-seconds per (model x string x position^2), fitted at ci
+_VOL_UNIT = 1.2e-7        # CPU-seconds per (model x string x position^2): 20 s measured at book
 
 
 def _vol_cost(c):
@@ -221,7 +221,8 @@ def vol_one(config: dict) -> dict:
     2^N strings with margin ``margin``, by :func:`sensbook.splitting.subset_volume`; and a
     plain Monte Carlo count on the same number of points as one level.
 
-    Returns ``log_volume``, ``interval``, ``runs``, ``levels``, ``evaluations``, ``M``,
+    Returns ``log_volume``, ``interval``, ``runs`` (-inf, a run that found no point above 0,
+    as None, like the other infinite values), ``levels``, ``evaluations``, ``M``,
     ``mc_hits`` and ``mc_n`` (plain Monte Carlo on as many uniform points as the estimator
     evaluated, at most 200,000) and ``certified`` (:func:`log_volume_bound` of the certified
     box around the best point the estimator found; None when it found none)."""
@@ -250,7 +251,8 @@ def vol_one(config: dict) -> dict:
     log_v = res["log_volume"]
     return {"log_volume": None if math.isinf(log_v) else log_v,
             "interval": [None if math.isinf(v) else v for v in res["interval"]],
-            "runs": res["runs"], "levels": res["levels"], "evaluations": res["evaluations"],
+            "runs": [None if math.isinf(v) else v for v in res["runs"]],
+            "levels": res["levels"], "evaluations": res["evaluations"],
             "M": model.M, "mc_hits": hits, "mc_n": mc_n,
             "certified": None if math.isinf(cert) else cert}
 

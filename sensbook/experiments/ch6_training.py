@@ -564,7 +564,7 @@ def table(rows) -> str:
 #: on ``probe`` held-out strings. N = 129 and beyond only at paper scale (the cost).
 MECHANISM = dict(ci=dict(ablation=[17], ablation_budget=300, seeds=8, probe=64),
                  book=dict(ablation=[17, 65], ablation_budget=500, seeds=8, probe=128),
-                 paper=dict(ablation=[33, 65, 129, 257], ablation_budget=2000, seeds=16,
+                 paper=dict(ablation=[33, 65, 129, 257], ablation_budget=2000, seeds=8,
                             probe=512))
 
 

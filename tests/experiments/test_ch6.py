@@ -465,3 +465,25 @@ def test_intervention_effects_verdicts_follow_the_interval_over_seeds():
     m, lo, hi = ch6x.mean_interval(1 - np.array(agree["a"]))
     assert math.isclose(m, rows["a"]["moved"]) and lo < m < hi
     assert ch6x.pooled_moved([c, c], [r, r], "PARITY", "a")[0] == pytest.approx(m)
+
+
+def test_logrank_against_scipy_with_ties_and_censoring():
+    """Issue 43: the censored two-sample test the book's ablation and ch7 assert on, against
+    scipy's independent implementation (scipy.stats.logrank), ties and censoring included."""
+    from scipy.stats import CensoredData, logrank
+    from sensbook.experiments.ch6_training import logrank as ours
+
+    rng = np.random.default_rng(3)
+    for _ in range(20):
+        n0, n1 = rng.integers(3, 12, size=2)
+        t = rng.integers(1, 8, size=n0 + n1).astype(float) * 10      # ties on a grid
+        d = rng.random(n0 + n1) < 0.7
+        g = np.r_[np.zeros(n0), np.ones(n1)]
+        if not d.any():
+            continue
+        data = [CensoredData(uncensored=t[(g == k) & d], right=t[(g == k) & ~d]) for k in (0, 1)]
+        ref = logrank(*data)
+        got = ours(t, d, g)
+        assert abs(got["z"] + ref.statistic) < 1e-9 and abs(got["p"] - ref.pvalue) < 1e-9
+    with pytest.raises(ValueError, match="group must hold both 0 and 1"):
+        ours([1.0, 2.0], [1, 1], [0, 0])

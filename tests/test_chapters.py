@@ -227,10 +227,14 @@ def prose_words(md: pathlib.Path) -> int:
     its YAML front matter, code cells (shown or removed, with their outputs and figure
     captions), fenced code blocks, inline code, math (``$...$``, ``$$...$$``, ``{math}``
     roles and blocks), HTML comments, ``%`` comment lines, ``(label)=`` targets and table
-    rules. A cross-reference or citation role counts as one word; admonitions' text counts.
+    rules. A cross-reference or citation role counts as one word; admonitions' text counts,
+    except a collapsed one (``:class: dropdown``, or a ``{dropdown}``): the guide's "split, or
+    its audit collapsed", so a page's audit of its asserts, folded, is not read through.
     Words are blank-separated tokens holding a letter or a digit."""
     text = md.read_text(encoding="utf-8")
     text = re.sub(r"\A---\n.*?\n---\n", "", text, flags=re.S)
+    text = re.sub(r"^(:::+|```+)\{(?:admonition\}[^\n]*\n:class:[ \t]*dropdown|dropdown\})"
+                  r".*?^\1[ \t]*$", "", text, flags=re.S | re.M)
     text = re.sub(r"^(```+|~~~+)\{code-cell\}.*?^\1[ \t]*$", "", text, flags=re.S | re.M)
     text = re.sub(r"^(```+|~~~+)(?:\{math\}|[\w-]*)[ \t]*\n.*?^\1[ \t]*$", "", text,
                   flags=re.S | re.M)
@@ -254,7 +258,8 @@ def test_prose_word_counter():
             "Five words and $x^2 + y$ math, `code` here {doc}`ch1`.\n\n"
             "```{code-cell} ipython3\n:tags: [remove-cell]\nassert many words in code\n```\n\n"
             "$$\na + b = c\n$$\n\n```python\nprint('no')\n```\n\n"
-            ":::{note}\nNoted text.\n:::\n\n| a | b |\n|---|---|\n| 1 | c d |\n% a comment\n")
+            ":::{note}\nNoted text.\n:::\n\n| a | b |\n|---|---|\n| 1 | c d |\n% a comment\n"
+            ":::{admonition} The audit, folded\n:class: dropdown\n\n* many words not read\n:::\n")
     with tempfile.TemporaryDirectory() as d:
         md = pathlib.Path(d) / "page.md"
         md.write_text(page, encoding="utf-8")

@@ -36,8 +36,9 @@ from numbers import Real
 import numpy as np
 import torch
 
-from .boolean import check_int, check_n, check_real, check_strings
+from .boolean import check_int, check_memory_mb, check_n, check_real, check_strings
 from .model import EOS, Recognizer, positional_features
+from .settings import default_memory_mb
 
 __all__ = ["Bounds", "output_bounds", "certify", "certified_radius", "interval_matmul"]
 
@@ -186,8 +187,16 @@ def _layer(boxes, l):
 
 
 @torch.no_grad()
+def _bytes_per_string(model: Recognizer, N: int) -> int:
+    """Bytes one string costs in :func:`output_bounds` at once: the attention's corner
+    products, six float64 tensors of (H, S, S, D/H) per layer (S = N + 1), dominate; the
+    (S, D) and (S, F) intervals and their sign parts are counted 16 times over."""
+    S = N + 1
+    return 8 * (6 * S * S * model.D + 16 * S * (model.D + model.F))
+
+
 def output_bounds(model: Recognizer, x, radius, *, layer_norm: bool = True,
-                  chunk: int = 4096) -> Bounds:
+                  chunk: int = 4096, memory_mb: float | None = None) -> Bounds:
     r"""Bounds of :math:`T(\theta, x)` over every :math:`\theta` in the box
     :math:`|\theta - \theta_0| \le r`.
 
@@ -204,7 +213,11 @@ def output_bounds(model: Recognizer, x, radius, *, layer_norm: bool = True,
         False bounds the same network with every layer norm removed (the no-LN control of
         ``sensbook.controls``).
     chunk : int
-        Strings processed at a time.
+        Strings processed at a time, at most (cut to what ``memory_mb`` holds).
+    memory_mb : float or None
+        The working budget in MiB (None: ``settings.default_memory_mb`` of the model's
+        device). A budget that cannot hold one string (the attention's interval corners,
+        about :math:`48 (N+1)^2 D` bytes) is refused before anything is allocated.
 
     Returns
     -------
@@ -218,6 +231,15 @@ def output_bounds(model: Recognizer, x, radius, *, layer_norm: bool = True,
     if x.dim() != 2 or len(x) == 0:
         raise ValueError(f"x must have shape (B, N) with B >= 1 strings, got {tuple(x.shape)}")
     N = check_n(x.shape[-1])
+    memory_mb = check_memory_mb(default_memory_mb(model.device) if memory_mb is None
+                                else memory_mb)
+    one = _bytes_per_string(model, N)
+    fits = int(memory_mb * 2**20 // one)
+    if fits < 1:
+        raise ValueError(f"memory_mb={memory_mb:g} cannot hold the bounds of one string at N={N}"
+                         f" ({one / 2**20:.1f} MiB for this model): give memory_mb >= "
+                         f"{math.ceil(one / 2**20)}")
+    chunk = min(chunk, fits)
     boxes = _boxes(model, radius)
     phi = positional_features(N, mark_first=model.mark_first, device=model.device,
                               dtype=torch.float64)

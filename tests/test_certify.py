@@ -299,3 +299,23 @@ def test_numbers_of_every_kind_are_accepted_and_others_named():
     res = certified_radius(m, x, y, margin=np.float32(0.0), r_max=np.float64(1.0),
                            rtol=np.float32(0.05), chunk=np.int64(8))
     assert res["radius"] > 0
+
+
+def test_output_bounds_keep_to_the_memory_budget_and_refuse_one_that_cannot_hold_a_string():
+    """Issue 48 item 11: the attention's (chunk, H, S, S) interval corners grow past any budget
+    at long N; output_bounds cuts its chunk to ``memory_mb`` (same bounds, chunk by chunk) and
+    refuses, before allocating, a budget below one string."""
+    from sensbook.certify import _bytes_per_string
+    m = sb.Recognizer.random(1, 8, 2, 2, eps=0.1, seed=0, dtype=torch.float64)
+    x = sb.strings(6)
+    whole = sb.output_bounds(m, x, 1e-3)
+    one = _bytes_per_string(m, 6) / 2**20
+    cut = sb.output_bounds(m, x, 1e-3, memory_mb=3 * one)           # three strings at a time
+    # the same bounds (to float64 rounding: a batched product's order depends on the batch)
+    assert torch.allclose(whole.lo, cut.lo, rtol=1e-12, atol=1e-12)
+    assert torch.allclose(whole.hi, cut.hi, rtol=1e-12, atol=1e-12)
+    with pytest.raises(ValueError, match="memory_mb=.* cannot hold the bounds of one string"):
+        sb.output_bounds(m, x, 1e-3, memory_mb=0.5 * one)
+    # at N = 2000 one string's corners alone are about 3 GiB: refused, never attempted
+    with pytest.raises(ValueError, match="memory_mb"):
+        sb.output_bounds(m, torch.zeros(1, 2000, dtype=torch.long), 1e-3, memory_mb=64)

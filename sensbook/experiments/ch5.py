@@ -10,6 +10,7 @@
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import warnings
 
@@ -229,6 +230,15 @@ def _k0_cost(c):
     return 0.1 + twice * _K0_UNIT[c["L"]] * models * evals * (N + 1) * (1 + (N + 1) / 128)
 
 
+@contextlib.contextmanager
+def _unknown_is_recorded():
+    """The profiler's warning that most strings are not counted, silenced where the census
+    records those strings itself (``unknown``) or drops their models by design."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", ".*most of the .* strings are undecided")
+        yield
+
+
 def k0_fixed_models(config: dict, model: Recognizer | None = None) -> list:
     """The fixed models of a K_0 block: members (population indices) that are decided on every
     string and non-constant at length ``N0`` (one definition, chosen once for every N)."""
@@ -236,8 +246,7 @@ def k0_fixed_models(config: dict, model: Recognizer | None = None) -> list:
     if model is None:
         model = Recognizer.random(config["P"], config["D"], config["L"],
                               seed=config["seed"]).select(slice(a, b))
-    with warnings.catch_warnings():   # the models it warns of are the ones dropped below
-        warnings.filterwarnings("ignore", ".*most of the .* strings are undecided")
+    with _unknown_is_recorded():      # the models it warns of are the ones dropped below
         pr = sensitivity_profile(model, config["N0"], margin=config["margin"], progress=False)
     keep = (pr.complete & ~pr.is_constant).cpu()
     return [a + int(i) for i in torch.nonzero(keep).flatten()]
@@ -275,21 +284,26 @@ def k0_growth_one(config: dict) -> dict:
             raise ValueError("the eps > 0 census is exhaustive only (n_samples=None)")
         table0 = truth_table(sub, config["N"], margin=config["margin"], progress=False).cpu()
     sub.eps = eps
-    if config["n_samples"] is None:
-        table = truth_table(sub, config["N"], margin=config["margin"], progress=False).cpu()
-        if eps:
-            out["changed"] = (table != table0).sum(-1).tolist()
-        pr = profile_from_table(table)
-        m, S = affine_class(table)
-        out["affine"], out["reads_x1"] = m.tolist(), S[:, 0].tolist()
-    else:
-        pr = sensitivity_profile(sub, config["N"], margin=config["margin"],
-                             n_samples=config["n_samples"], seed=config["N"],
-                             progress=False)
+    with _unknown_is_recorded():     # a fixed model may leave most strings unknown at N
+        pr = _k0_profile(config, sub, out, table0 if eps else None)
     out["counts"] = pr.counts.cpu().tolist()
     out["unknown"] = (pr.undecided + pr.nonfinite + pr.incomplete).cpu().tolist()
     out["constant"] = pr.is_constant.cpu().tolist()
     return out
+
+
+def _k0_profile(config, sub, out, table0):
+    """The profile of the fixed models ``sub`` at ``config["N"]`` (exhaustive: also their
+    affine class, and the labels changed from ``table0``)."""
+    if config["n_samples"] is None:
+        table = truth_table(sub, config["N"], margin=config["margin"], progress=False).cpu()
+        if table0 is not None:
+            out["changed"] = (table != table0).sum(-1).tolist()
+        m, S = affine_class(table)
+        out["affine"], out["reads_x1"] = m.tolist(), S[:, 0].tolist()
+        return profile_from_table(table)
+    return sensitivity_profile(sub, config["N"], margin=config["margin"],
+                               n_samples=config["n_samples"], seed=config["N"], progress=False)
 
 
 def k0_merge(configs, results, eps: float = 0.0) -> dict:

@@ -2,15 +2,15 @@ r"""Interventions on the recognizer's forward pass: what its labels depend on.
 
 A mechanism is what an intervention changes. Three of them, on every model of a population at
 once and on a set of strings (e.g. all :math:`2^N`), each through the hook points of the one
-forward pass (:meth:`sensbook.Recognizer._run`, its ``edits``):
+forward pass (``sensbook.Recognizer._run``, its ``edits``):
 
-* :func:`freeze_norms`: layer norm ``j``'s normaliser :math:`z = 1/\sqrt{\mathrm{var} +
+* ``freeze_norms``: layer norm ``j``'s normaliser :math:`z = 1/\sqrt{\mathrm{var} +
   \varepsilon}` replaced by a constant, its median over the strings, per model and position.
   The amplifier of Lemma 2.9 and Theorem 4.5 is a layer norm whose :math:`z` grows on some
   strings; frozen, the layer norm still subtracts the mean but amplifies every string alike.
-* :func:`fix_attention`: a head's attention weights replaced by the uniform pattern or by
+* ``fix_attention``: a head's attention weights replaced by the uniform pattern or by
   their mean pattern over the strings (per model, query and key position).
-* :func:`patch`: run x and :math:`x \oplus e_i`, and replace the output of one sublayer (its
+* ``patch``: run x and :math:`x \oplus e_i`, and replace the output of one sublayer (its
   layer norm's output, the residual stream after it) at chosen positions by the other run's.
   Where patching carries the flipped run's label, the flip of bit i travels through there.
 
@@ -19,7 +19,7 @@ attention, ``2l + 1`` after its feed-forward block, as in :class:`sensbook.Trace
 ``0 .. N`` (0 is :math:`x_1`, N is eos). In the last layer only eos reaches T, and the forward
 computes only eos there: an edit at another position of the last layer changes nothing.
 
-:func:`effect` reports accuracy against a target and the margin, per model. A frozen normaliser
+``effect`` reports accuracy against a target and the margin, per model. A frozen normaliser
 of the *last* layer norm at eos multiplies the eos vector by a positive factor before the linear
 read-out: it rescales :math:`T - \omega` and cannot move a label when :math:`\omega = 0`
 (tests/test_interventions.py checks on random models).
@@ -75,7 +75,7 @@ def scores(model: Recognizer, x, edits: dict | None = None) -> torch.Tensor:
     x : torch.Tensor
         0/1 strings ``(B, N)``.
     edits : dict, optional
-        Site to function, as :func:`freeze_norms`, :func:`fix_attention` and :func:`patch`
+        Site to function, as ``freeze_norms``, ``fix_attention`` and ``patch``
         build them: ``("norm", j)`` rewrites layer norm j's :math:`\\sqrt{var + \\varepsilon}`
         ``(P, B, s, 1)``, ``("out", j)`` its output ``(P, B, s, D)``, ``("scores", l)`` layer
         l's attention scores ``(P, B, H, s, N+1)`` (s = N+1, or 1 at the last layer: eos).
@@ -114,7 +114,7 @@ def freeze_norms(model: Recognizer, x, norms=None, positions=None) -> dict:
     Returns
     -------
     dict
-        Edits for :func:`scores`: at each chosen layer norm and position,
+        Edits for ``scores``: at each chosen layer norm and position,
         :math:`z = 1/\sqrt{\mathrm{var} + \varepsilon}` is the per-model, per-position median
         of z over ``x`` instead of a function of the string.
 
@@ -157,12 +157,12 @@ def fix_attention(model: Recognizer, x, layer: int, heads=None, pattern: str = "
     Returns
     -------
     dict
-        Edits for :func:`scores`.
+        Edits for ``scores``.
 
     Notes
     -----
     Hard attention on one position is how a transformer keeps a flip's effect on T of order one
-    at eps > 0 (chapter 3; the score gap of :func:`sensbook.score_gap`); uniform attention
+    at eps > 0 (chapter 3; the score gap of ``sensbook.score_gap``); uniform attention
     averages, so one bit moves the eos query's read-out by O(1/N) (Lemma 2.9's 1/N).
     """
     x = _check(model, x)
@@ -228,7 +228,7 @@ def effect(T: torch.Tensor, f: BooleanFunction, x) -> dict:
     Parameters
     ----------
     T : torch.Tensor
-        Scores ``(P, B)`` on the strings ``x`` (e.g. from :func:`scores`).
+        Scores ``(P, B)`` on the strings ``x`` (e.g. from ``scores``).
     f : BooleanFunction
         The target.
     x : torch.Tensor

@@ -47,7 +47,7 @@ def eos_mechanism(model: Recognizer, x, *, chunk: int | None = None,
         are over all of them.
     memory_mb : float, optional
         MiB the call may use (default: ``sensbook.settings.default_memory_mb``): what is kept
-        per string of ``x`` (:func:`_kept_bytes`) plus one chunk's work; a request that cannot
+        per string of ``x`` (``_kept_bytes``) plus one chunk's work; a request that cannot
         fit is refused before any work, naming what it needs.
 
     Returns

@@ -86,7 +86,7 @@ def provenance(classifier, **extra) -> dict:
     Returns
     -------
     dict
-        ``classifier``, ``torch``, ``sensbook``, an adapter's reading (:func:`reading`) and
+        ``classifier``, ``torch``, ``sensbook``, an adapter's reading (``reading``) and
         ``extra``.
     """
     kind = type(classifier)

@@ -101,10 +101,22 @@ def perturb(model: Recognizer, sigma: float, P: int, *, kind: str = "uniform", s
 class Agreement:
     """How a population of models agrees with a target function f at length N.
 
-    ``exact`` (P,): every evaluated string decided and correct; ``accuracy`` (P,): fraction of
-    strings correct (undecided and non-finite count as wrong); ``errors_by_weight`` (P, N+1):
-    number of wrong strings with each Hamming weight; ``strings_by_weight`` (N+1,): number of
-    evaluated strings of each weight; ``n_strings``; ``exhaustive``.
+    Parameters
+    ----------
+    N : int
+        The length.
+    exhaustive : bool
+        Every string evaluated (else a uniform sample).
+    n_strings : int
+        The strings evaluated.
+    exact : torch.Tensor
+        ``(P,)`` bool: every evaluated string decided and correct.
+    accuracy : torch.Tensor
+        ``(P,)``: the fraction of strings correct (undecided and non-finite count as wrong).
+    errors_by_weight : torch.Tensor
+        ``(P, N+1)``: wrong strings of each Hamming weight.
+    strings_by_weight : torch.Tensor
+        ``(N+1,)``: evaluated strings of each weight.
     """
 
     N: int

@@ -241,7 +241,7 @@ def banner(*names: str) -> str:
     -----
     For the experiments named, in this order: how many configurations are stored here (and
     on which kernel path and CPU they were computed: their records' ``meta``,
-    :func:`~sensbook.runtime.store.where_computed`, and this machine's path), how many the published store holds (Colab, or
+    ``sensbook.runtime.store.where_computed``, and this machine's path), how many the published store holds (Colab, or
     ``$SENSBOOK_PUBLISHED``; by its index, which a fetch has not confirmed yet: what does not
     arrive or fails a check is computed, and :func:`run_experiment` says how many) and the
     predicted time of the rest (the cost models: one CPU core; on a GPU each experiment is

@@ -71,23 +71,19 @@ def _kib(field: str) -> int:
         return next(int(line.split()[1]) for line in f if line.startswith(field))
 
 
-#: Seconds between two reads of the resident set while a probe call runs (see
-#: :func:`measure_resident_bytes`).
-RESIDENT_POLL = 2e-4
-
-
 def measure_resident_bytes(fn: Callable, *args, device=None) -> int:
     """What one call ``fn(*args)`` adds at its peak to the memory in use, measured: on CUDA the
-    allocator's peak above its start; on Linux the rise of the process's resident set, which
-    sees the buffers of fused kernels that no tensor count does; 0 where neither can be read.
-    Call it after a warm-up call.
+    allocator's peak above its start; on Linux the rise of the process's peak resident set
+    size, which sees the buffers of fused kernels that no tensor count does; 0 where neither
+    can be read. Call it after a warm-up call.
 
-    Nothing the caller counts is reset: when the call raises the process's peak resident size
-    (``VmHWM``), the rise is read from it exactly; when an earlier peak was higher, from a
-    thread that reads ``VmRSS`` every ``RESIDENT_POLL`` seconds during the call (a spike
-    shorter than that can be missed; the tensor count of :func:`measure_peak_bytes` covers
-    what tensors allocate). On CUDA the allocator's peak statistics are reset (as
-    ``torch.cuda.reset_peak_memory_stats`` does), as before."""
+    Side effect, on Linux: the process's peak resident size (``VmHWM``) is reset to the current
+    resident size first (``/proc/self/clear_refs``), so a caller that reads ``VmHWM`` across a
+    profile sees the peak since that reset. A side-effect-free reading (polling ``VmRSS`` in a
+    thread while the call runs) was tried and missed the peak of a scikit-learn probe when the
+    cores were busy (129 MiB used against a 32 MiB budget), so the exact reading is kept. On
+    CUDA the allocator's peak statistics are reset (as ``torch.cuda.reset_peak_memory_stats``
+    does)."""
     if device is not None and torch.device(device).type == "cuda":
         torch.cuda.synchronize(device)
         base = torch.cuda.memory_allocated(device)
@@ -95,33 +91,15 @@ def measure_resident_bytes(fn: Callable, *args, device=None) -> int:
         fn(*args)
         torch.cuda.synchronize(device)
         return max(0, torch.cuda.max_memory_allocated(device) - base)
-    import threading
-
     try:
         trim_memory()
-        base, hwm = _kib("VmRSS"), _kib("VmHWM")
-    except (OSError, StopIteration, ValueError):           # not Linux
-        return 0
-    seen, done = [base], threading.Event()
-
-    def poll():
-        while not done.wait(RESIDENT_POLL):
-            try:
-                seen[0] = max(seen[0], _kib("VmRSS"))
-            except (OSError, StopIteration, ValueError):   # pragma: no cover - /proc vanished
-                return
-
-    watcher = threading.Thread(target=poll, daemon=True)
-    watcher.start()
-    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")                                # the peak RSS := the current RSS
+        base = _kib("VmRSS")
         fn(*args)
-        top = _kib("VmRSS")
-    finally:
-        done.set()
-        watcher.join()
-    new_hwm = _kib("VmHWM")
-    peak = new_hwm if new_hwm > hwm else max(seen[0], top)
-    return max(0, (peak - base) * 1024)
+        return max(0, (_kib("VmHWM") - base) * 1024)
+    except (OSError, StopIteration, ValueError):           # not Linux, or not allowed
+        return 0
 
 
 def probe_bytes(fn: Callable, N: int, *, dtype=torch.float32, device=None, limit=None,

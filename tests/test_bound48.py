@@ -1,6 +1,6 @@
 """Issue 48, the evaluation boundary's items: LowPrecision outside the regime its rounding
 bound was checked in (5), eos_mechanism's NaN and tied attention rows (9), the memory probe
-and budgets (11), clear errors (13), and measure_resident_bytes' side effect ("Also")."""
+and budgets (11) and clear errors (13)."""
 import pathlib
 
 import numpy as np
@@ -143,14 +143,3 @@ def test_48_13_clear_errors_naming_the_argument():
     for bad in (torch.tensor([4]), np.array([4, 5]), torch.tensor(True), "4"):
         with pytest.raises((TypeError, ValueError), match="N must"):
             sb.sensitivity_profile(m, bad, progress=False)
-
-
-@pytest.mark.skipif(not pathlib.Path("/proc/self/status").exists(), reason="Linux /proc")
-def test_48_also_measure_resident_bytes_leaves_the_callers_peak_alone():
-    from sensbook.memory import _kib, measure_resident_bytes
-    big = torch.ones(64 * 2**20 // 4)                       # raise the peak by 64 MiB
-    del big
-    before = _kib("VmHWM")
-    grew = measure_resident_bytes(lambda: torch.ones(16 * 2**20 // 4).sum())
-    assert _kib("VmHWM") >= before                          # the old code reset it to VmRSS
-    assert grew >= 8 * 2**20                                # still sees the 16 MiB call

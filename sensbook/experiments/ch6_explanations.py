@@ -550,7 +550,7 @@ def intervention_table(rows, names) -> str:
             cells.append(f"{r['moved']:.3f} [{max(r['moved_low'], 0):.3f}, "
                          f"{r['moved_high']:.3f}] {r['verdict']}")
         out.append(cells)
-    return html_table(head, out)
+    return html_table(head, out, prose=True)      # its cells wrap: the page's width
 
 
 def patch_table(configs, results) -> str:

@@ -325,16 +325,21 @@ sys.exit(main(["sweep", "test.slow", "--scale", "ci", "--out", {out!r}, "--worke
 """
 
 
+def _interrupted_sweep(log, out):
+    """The INTERRUPTED sweep in its own process group, started as from a terminal (SIGINT at its
+    default: a test run launched in the background of a script inherits SIGINT ignored, and
+    Python keeps an inherited SIG_IGN)."""
+    env = {**os.environ, "STORE_LOG": str(log), "PYTHONPATH": str(ROOT), "SENSBOOK_PROGRESS": "0"}
+    return subprocess.Popen(
+        [sys.executable, "-c", INTERRUPTED.format(root=str(ROOT), out=str(out))], env=env,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+
+
 def test_ctrl_c_stops_a_pool_at_once_keeps_what_is_stored_and_says_how_to_resume(tmp_path):
     from tests.runtime.test_store import _alive
     log, out = tmp_path / "log", tmp_path / "out"
-    env = {**os.environ, "STORE_LOG": str(log), "PYTHONPATH": str(ROOT), "SENSBOOK_PROGRESS": "0"}
-    # the sweep starts as from a terminal, SIGINT at its default: a test run launched in the
-    # background of a script inherits SIGINT ignored, and Python keeps an inherited SIG_IGN
-    p = subprocess.Popen([sys.executable, "-c", INTERRUPTED.format(root=str(ROOT), out=str(out))],
-                         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                         start_new_session=True,
-                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    p = _interrupted_sweep(log, out)
     try:
         deadline = time.time() + 120
         # both workers busy (each has logged a call; on a loaded machine the second may start
@@ -530,11 +535,7 @@ def test_ctrl_c_while_workers_start_prints_one_line_and_no_worker_traceback(tmp_
     (spawned, its initializer not yet run) printed a KeyboardInterrupt traceback above the
     sweep's one line. Workers now start with SIGINT ignored."""
     log, out = tmp_path / "log", tmp_path / "out"
-    env = {**os.environ, "STORE_LOG": str(log), "PYTHONPATH": str(ROOT), "SENSBOOK_PROGRESS": "0"}
-    p = subprocess.Popen([sys.executable, "-c", INTERRUPTED.format(root=str(ROOT), out=str(out))],
-                         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                         start_new_session=True,
-                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    p = _interrupted_sweep(log, out)
     try:
         deadline = time.time() + 120
         while len(_children(p.pid)) < 2 and time.time() < deadline:   # spawned, starting up

@@ -192,10 +192,36 @@ def progress(iterable=None, *, total=None, desc=None, leave=False, disable=False
     once the work has run for :data:`PROGRESS_DELAY` seconds (tqdm's ``delay``).
     """
     from tqdm.auto import tqdm
+    from tqdm.notebook import tqdm as notebook_tqdm
 
     disable = disable or os.environ.get("SENSBOOK_PROGRESS", "1") == "0"
+    if issubclass(tqdm, notebook_tqdm):                   # a notebook (Colab, Jupyter)
+        tqdm = _notebook_bar()
     return tqdm(iterable, total=total, desc=desc, leave=leave, disable=disable,
                 delay=PROGRESS_DELAY, **tqdm_kw)
+
+
+def _notebook_bar():
+    """tqdm's notebook bar, shown through a display handle so that a bar closed with
+    ``leave=False`` leaves no output behind: tqdm only hides its widget, and a hidden widget
+    still sits in the saved notebook (its text form, the bar as first shown, in every viewer
+    without the widget's state). A bar that stopped on an error stays, as tqdm keeps it."""
+    from IPython.display import display
+    from tqdm.notebook import tqdm as notebook_tqdm
+
+    class Bar(notebook_tqdm):
+        def display(self, msg=None, pos=None, close=False, bar_style=None, check_delay=True):
+            super().display(msg, pos, close=close, bar_style=bar_style, check_delay=False)
+            if check_delay and self.delay > 0 and not self.displayed and not close:
+                self._handle = display(self.container, display_id=True)
+                self.displayed = True
+            handle = getattr(self, "_handle", None)
+            if close and not self.leave and handle is not None \
+                    and self.container.children[1].bar_style != "danger":
+                handle.update({"text/plain": ""}, raw=True)
+                self._handle = None
+
+    return Bar
 
 
 #: The profilers' working budget (MiB) on a CPU when ``memory_mb`` is not given.

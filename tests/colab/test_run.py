@@ -18,7 +18,8 @@ at ``ci`` scale. Then the notebook's first lines are held to what happened:
 * no cell writes to stderr (the pages drop stderr; a Colab reader sees it);
 * no output holds a raw Python repr: numpy scalars, dicts, numpy arrays (issue 46; the check
   of the built pages, tests/site/test_outputs.py, on the notebook's outputs);
-* every progress bar belongs to a cell that ran for at least ``PROGRESS_DELAY`` seconds;
+* every progress bar belongs to a cell that ran for at least ``PROGRESS_DELAY`` seconds, and
+  none is left in an output once it finished (it empties its display: issue 46);
 * each explorer's controls (``interact``'s widgets that are not ``fixed``) are exactly the grid
   its ``sb.explore`` call gives;
 * every widget callback runs at its slowest setting (sliders at their maximum, every option of
@@ -153,13 +154,16 @@ def _explorers(cells) -> list:
     return sorted(found)
 
 
-def _bars(cell) -> int:
-    """Progress bars shown by a cell: widget outputs of a cell that makes no interact() (nor
-    sb.explore(), which is interact in a kernel)."""
+def _bars(cell) -> tuple:
+    """Progress bars (shown, left) by a cell that makes no interact() (nor sb.explore(), which
+    is interact in a kernel): a bar still in the outputs is a widget output; a finished one has
+    emptied its display (sensbook.settings.progress), an empty text output."""
     if "interact" in cell.source or "sb.explore(" in cell.source:
-        return 0
-    return sum("application/vnd.jupyter.widget-view+json" in o.get("data", {})
-               for o in cell.get("outputs", []))
+        return 0, 0
+    data = [o.get("data", {}) for o in cell.get("outputs", []) if o.get("output_type") ==
+            "display_data"]
+    left = sum("application/vnd.jupyter.widget-view+json" in d for d in data)
+    return left + sum(d == {"text/plain": ""} for d in data), left
 
 
 def test_there_are_committed_notebooks():
@@ -280,9 +284,11 @@ def test_notebook_runs_in_a_colab_like_runtime_as_its_banner_says(
         problems.append(f"predicted {predicted:.1f} s of computing, measured {measured:.1f} CPU s")
 
     # progress bars only where the cell ran long enough to show one
-    bars = [(i, _bars(c), round(_seconds(c), 2)) for i, c in enumerate(code) if _bars(c)]
-    problems += [f"code cell {i}: {n} progress bar(s) in a cell of {s} s" for i, n, s in bars
+    bars = [(i, *_bars(c), round(_seconds(c), 2)) for i, c in enumerate(code) if _bars(c)[0]]
+    problems += [f"code cell {i}: {n} progress bar(s) in a cell of {s} s" for i, n, _, s in bars
                  if s < PROGRESS_DELAY]
+    problems += [f"code cell {i}: {k} finished progress bar(s) left in its outputs"
+                 for i, _, k, _ in bars if k]
 
     # widgets: each explorer's controls are exactly its grid (no slider for a parameter that
     # is no control: issue 39), one explorer per sb.explore call

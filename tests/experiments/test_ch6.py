@@ -570,3 +570,18 @@ def test_growth_noise_with_the_drawn_runs_is_the_drawn_fit():
     gm = ch6t.growth_noise(rows, moved, dists=("log-normal",))
     assert gm["fits"]["PARITY", "log-normal"]["perturbed"]["a"] > \
         gm["fits"]["PARITY", "log-normal"]["drawn"]["a"]
+
+
+def test_run_config_perturb_trains_the_same_seeds_one_ulp_away():
+    """ch6.noise: ``perturb`` = 1 trains from the initial parameters one ulp away (the loss
+    curve moves; :func:`one_ulp` itself is checked above); without it, or with 0, the run
+    is the drawn one."""
+    c = tiny_config("PARITY", 5, budget=40, criterion=0.99, seeds=(0, 1), sharpness=None,
+                    basin=None, mechanism=None)
+    drawn = ch6t.run_config(c, device="cpu")
+    assert ch6t.run_config(dict(c, perturb=0), device="cpu")["curve"] == drawn["curve"]
+    moved = ch6t.run_config(dict(c, perturb=1), device="cpu")
+    assert moved["curve"] != drawn["curve"]
+    for n in ch6t.noise_configs("ci"):
+        assert n["perturb"] == 1 and len(n["seeds"]) == ch6t.NOISE_SEEDS
+        assert n["sharpness"] is n["basin"] is n["signal"] is n["mechanism"] is None

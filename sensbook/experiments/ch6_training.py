@@ -26,7 +26,7 @@ from ..pages import html_table
 from ..profile import sensitivity_profile, truth_table
 from ..runtime.sweep import Sweep
 from ..settings import check_scale, device as device_
-from ..survival import fit_aft, heldout_loglik, kaplan_meier, profile_interval
+from ..survival import fit_aft, heldout_loglik, kaplan_meier, logrank, profile_interval
 from ..train import (Protocol, _check_seeds, accuracy, curve_schedule, eval_schedule,
                      held_out_strings, init_population, learn, min_margin, target,
                      top_hessian_eigenvalue)
@@ -74,11 +74,14 @@ def run_config(config: dict, *, device=None, progress: bool = False) -> dict:
       ``signal`` at the same steps (keys ``var_median``, ``var_min``, ``beta_median``,
       ``att_max``, ``att_where``, ``att_share``).
 
+    An optional ``perturb`` = 1 moves every initial parameter one unit in the last place
+    before anything is measured (:func:`one_ulp`: training's own noise).
+
     The result holds no timing and no device (the store's ``meta`` records both), so two runs
     of one configuration store the same result, with the same checksum.
     """
     missing = [k for k in CONFIG_KEYS if k not in config]
-    unknown = sorted(set(config) - set(CONFIG_KEYS))
+    unknown = sorted(set(config) - set(CONFIG_KEYS) - {"perturb"})
     if missing or unknown:
         raise ValueError(f"config is missing {missing} / has unknown keys {unknown}; "
                          f"expected exactly {list(CONFIG_KEYS)}")
@@ -102,6 +105,20 @@ def run_config(config: dict, *, device=None, progress: bool = False) -> dict:
                                progress)
     finally:
         torch.set_num_threads(threads)
+
+
+def one_ulp(model) -> int:
+    """Move every parameter of ``model`` one unit in the last place, towards +inf
+    (``torch.nextafter``), in place; returns how many moved (all of them). The same on every
+    CPU: what the book's noise sections perturb to measure how much of a training outcome is
+    rounding (issue 43)."""
+    moved = 0
+    with torch.no_grad():
+        for p in model.parameters():
+            q = torch.nextafter(p, torch.full_like(p, math.inf))
+            moved += int((q != p).sum())
+            p.copy_(q)
+    return moved
 
 
 def _profiles(model, f, N, config, n_test):
@@ -129,6 +146,8 @@ def _sample(N, n, dtype):
 def _steps_to_learn(config, N, f, seeds, pr, crit, dev, dtype, progress):
     n_test = None if N <= int(config["exhaustive_max"]) else int(config["n_test"])
     model = init_population(seeds, pr, device=dev, dtype=dtype)
+    if int(config.get("perturb", 0)):
+        one_ulp(model)
     before = _profiles(model, f, N, config, n_test)
     mech = config["mechanism"]
     xm = _sample(N, int(mech["max_strings"]), dtype) if mech else None
@@ -281,8 +300,6 @@ def long_configs(scale: str) -> list:
             for t, N, eps in cells]
 
 
-
-
 def sweep(scale: str, **overrides):
     """Chapter 6's sweep at a scale (``SIZES``; ``overrides`` change single sizes)."""
     sizes = {**SIZES[check_scale(scale, "scale")], **overrides}
@@ -339,6 +356,25 @@ register(Experiment("ch6.training", lambda scale: sweep(scale).configs,
                         "trained models compute (chapter 6)"))
 register(Experiment("ch6.long", long_configs, "sensbook.experiments.ch6_training:run_config", cost,
                     doc="FIRST and MAJORITY at long inputs, two layer-norm eps (chapter 6)"))
+
+
+#: ``ch6.noise``: the first ``seeds`` seeds of every PARITY, FIRST and MAJORITY cell of
+#: ``ch6.training`` trained again one ulp away (:func:`one_ulp`), nothing probed: how far the
+#: growth exponents move under rounding (a subset, for the cost).
+NOISE_SEEDS = 2
+
+
+def noise_configs(scale: str) -> list:
+    """The configurations of ``ch6.noise``: ``ch6.training``'s main cells (:data:`TARGETS` at
+    every N) with their first :data:`NOISE_SEEDS` seeds, ``perturb`` = 1, and no sharpness,
+    basin, signal or mechanism probes (training and its profiles only)."""
+    return [dict(c, seeds=c["seeds"][:NOISE_SEEDS], perturb=1, sharpness=None, basin=None,
+                 signal=None, mechanism=None)
+            for c in sweep(scale).configs if c["target"] in TARGETS]
+
+
+register(Experiment("ch6.noise", noise_configs, "sensbook.experiments.ch6_training:run_config",
+                    cost, doc="ch6.training's first seeds again, one ulp away (chapter 6)"))
 
 
 # ---- chapter 6: analysis ------------------------------------------------------------------
@@ -533,6 +569,30 @@ def prefer(diffs, names, margin: float = 2.0) -> str:
     return "cannot tell"
 
 
+def growth_noise(rows, noise_rows, dists=("log-normal", "weibull")) -> dict:
+    """The growth exponents one ulp away: per target of ``noise_rows`` (:func:`times` of
+    ``ch6.noise``) and error law, :func:`growth` on ``rows`` as drawn (``drawn``) and with the
+    perturbed seeds' runs in place of the same seeds' (``perturbed``), and ``inside``: each
+    slope within the other's 95% interval. ``seeds``: per seed and cell, the steps to learn as
+    drawn (``t0``) and one ulp away (``t1``), inf where censored."""
+    mixed, t0, t1 = [], [], []
+    by = {(r["target"], r["N"]): r for r in noise_rows}
+    for r in rows:
+        q = by.get((r["target"], r["N"]))
+        if q is None:
+            continue
+        k = q["seeds"]
+        m = dict(r, steps=np.r_[q["steps"], r["steps"][k:]],
+                 checked_before=np.r_[q["checked_before"], r["checked_before"][k:]])
+        mixed.append(m)
+        t0.append(r["steps"][:k]); t1.append(q["steps"])
+    out = {}
+    for t in dict.fromkeys(q["target"] for q in noise_rows):
+        for d in dists:
+            a, b = growth(rows, t, d), growth(mixed, t, d)
+            out[t, d] = dict(drawn=a, perturbed=b, inside=bool(
+                a["low"] <= b["slope"] <= a["high"] and b["low"] <= a["slope"] <= b["high"]))
+    return dict(fits=out, mixed=mixed, t0=np.concatenate(t0), t1=np.concatenate(t1))
 
 
 def table(rows) -> str:
@@ -551,8 +611,6 @@ def table(rows) -> str:
             if fin.size else "")
         out.append((r["name"], r["N"], f"{r['learned']}/{r['seeds']}", span, r["budget"]))
     return html_table(head, out)
-
-
 
 
 # ---- chapter 6: what trained FIRST uses at long N, and the ablation of 1[n = 1] ------------
@@ -588,22 +646,37 @@ def mechanism_configs(scale: str) -> list:
     return out
 
 
-def logrank(times, observed, group) -> dict:
-    """The log-rank test of two groups' censored times (``group`` 0 or 1 per run; ties by the
-    hypergeometric variance): ``z`` = (observed - expected events of group 1) / sd, negative
-    when group 1 fails (here: learns) later; ``p``, two-sided, from the normal law."""
-    t, d, g = (np.asarray(v, dtype=float) for v in (times, observed, group))
-    if set(np.unique(g)) != {0.0, 1.0}:
-        raise ValueError(f"group must hold both 0 and 1, got {sorted(set(g.tolist()))}")
-    o_e = var = 0.0
-    for s in np.unique(t[d > 0]):
-        at = t >= s
-        n, n1 = at.sum(), (at & (g == 1)).sum()
-        e, e1 = ((t == s) & (d > 0)).sum(), ((t == s) & (d > 0) & (g == 1)).sum()
-        o_e += e1 - e * n1 / n
-        var += e * (n1 / n) * (1 - n1 / n) * (n - e) / max(n - 1, 1)
-    z = o_e / math.sqrt(var) if var > 0 else 0.0
-    return dict(z=z, p=math.erfc(abs(z) / math.sqrt(2)))
+def later(first, second, first_times=None, second_times=None) -> dict:
+    """Does ``second`` take longer than ``first``? Two lists of rows of :func:`times`, paired
+    by length (one row of each per N): the log-rank test stratified by N (:func:`logrank`,
+    group 1 = ``second``; censored seeds at their budget), ``z`` < 0 when ``second`` learns
+    later, ``p``, and ``n``, the runs a side; at one length also the log-normal AFT coefficient
+    ``b`` of ``second`` (log2 of the factor on the time) and its 95% profile-likelihood
+    interval (``low``, ``high``), as :func:`ablation_effect`. ``*_times`` replace a row's steps to learn by
+    another per-seed time (inf: not reached within the run, e.g. :func:`plateau_exit`)."""
+    if [r["N"] for r in first] != [r["N"] for r in second]:
+        raise ValueError(f"first and second must hold one row per N, in the same order, got "
+                         f"{[r['N'] for r in first]} and {[r['N'] for r in second]}")
+    t, d, g, k = [], [], [], []
+    for j, (rows, own) in enumerate(((first, first_times), (second, second_times))):
+        for i, r in enumerate(rows):
+            s = np.asarray(r["steps"] if own is None else own[i], dtype=float)
+            t.append(np.minimum(s, r["budget"] if own is None else r["steps_run"]))
+            d.append(np.isfinite(s)); g.append(np.full(len(s), j)); k.append(np.full(len(s), r["N"]))
+    t, d, g, k = (np.concatenate(v) for v in (t, d, g, k))
+    out = dict(logrank(t, d, g, strata=k), n=int((g == 1).sum()), b=None, low=None, high=None)
+    if len(first) == 1 and d[g == 1].any():      # one length: the log-normal AFT factor 2^b
+        fit = fit_aft(g, t, d)
+        out.update(zip(("low", "high"), profile_interval(g, t, d, fit=fit)), b=fit["b"])
+    return out
+
+
+def slowest_share(row) -> float:
+    """The share of its step budget the slowest seed of ``row`` needed to learn (inf when a
+    seed is censored). "Every seed learns" is asserted as "the slowest seed needed at most a
+    stated share of the budget": a last-bit change moves a seed's steps by a fraction, and so
+    flips a seed at the budget's edge, not one far inside it."""
+    return float(np.max(row["steps"]) / row["budget"])
 
 
 def ablation_effect(rows) -> dict:
@@ -684,10 +757,7 @@ def first_mechanism_one(config: dict) -> dict:
     torch.set_num_threads(1)
     try:
         model = init_population(seeds, pr, device=dev)
-        theta0 = model.flat().detach().clone()
-        if int(config.get("perturb", 0)):
-            model.set_flat(torch.nextafter(theta0, torch.full_like(theta0, math.inf)))
-        moved = int((model.flat() != theta0).sum())
+        moved = one_ulp(model) if int(config.get("perturb", 0)) else 0
         model.mark_first = bool(config["mark_first"])
         n_test = None if N <= int(config["exhaustive_max"]) else int(config["n_test"])
         run = learn(model, f, N, seeds, pr, criterion=config["criterion"], n_test=n_test,

@@ -487,3 +487,101 @@ def test_logrank_against_scipy_with_ties_and_censoring():
         assert abs(got["z"] + ref.statistic) < 1e-9 and abs(got["p"] - ref.pvalue) < 1e-9
     with pytest.raises(ValueError, match="group must hold both 0 and 1"):
         ours([1.0, 2.0], [1, 1], [0, 0])
+
+
+def test_stratified_logrank_against_statsmodels_survdiff():
+    """Issue 43: the log-rank test stratified by length (3-sparse PARITY against FIRST over
+    their lengths) against statsmodels' independent implementation (survdiff with strata),
+    ties and censoring included; one stratum is the plain test."""
+    from statsmodels.duration.survfunc import survdiff
+    from sensbook.survival import logrank
+
+    rng = np.random.default_rng(5)
+    for _ in range(20):
+        n = int(rng.integers(8, 30))
+        t = rng.integers(1, 8, size=n).astype(float) * 10
+        d = (rng.random(n) < 0.7).astype(int)
+        g = rng.integers(0, 2, size=n)
+        k = rng.integers(0, 3, size=n)
+        if len(set(g)) < 2 or not d.any():
+            continue
+        chi2, p = survdiff(t, d, g, strata=k)
+        got = logrank(t, d, g, strata=k)
+        assert abs(got["z"] ** 2 - chi2) < 1e-9 and abs(got["p"] - p) < 1e-9
+    assert logrank(t, d, g, strata=np.zeros(n)) == logrank(t, d, g)
+    with pytest.raises(ValueError, match="strata must hold one label per run"):
+        logrank(t, d, g, strata=[0, 1])
+
+
+def test_later_compares_within_lengths_and_slowest_share_marks_censoring():
+    rows = lambda steps, N: dict(N=N, steps=np.array(steps, float), budget=100, steps_run=100)
+    first = [rows([5, 6, 7, 8], 5), rows([50, 60, 70, 80], 9)]
+    second = [rows([10, 11, 12, np.inf], 5), rows([90, 95, 99, np.inf], 9)]
+    v = ch6t.later(first, second)
+    assert v["z"] < 0 and v["n"] == 8 and v["b"] is None
+    # pooled over lengths the first length's second group would look fast; stratified, not
+    from sensbook.survival import logrank
+    t = np.r_[5, 6, 7, 8, 50, 60, 70, 80, 10, 11, 12, 100, 90, 95, 99, 100]
+    d = np.isfinite(np.r_[first[0]["steps"], first[1]["steps"], second[0]["steps"],
+                          second[1]["steps"]])
+    assert v["z"] < logrank(t, d, np.repeat([0, 1], 8))["z"]
+    one = ch6t.later(first[:1], second[:1])
+    assert one["b"] > 0 and one["low"] < one["b"] < one["high"]
+    with pytest.raises(ValueError, match="one row per N"):
+        ch6t.later(first, second[::-1])
+    assert ch6t.slowest_share(first[1]) == 0.8 and ch6t.slowest_share(second[0]) == np.inf
+
+
+def test_one_ulp_moves_every_parameter_by_one_unit_in_the_last_place():
+    from sensbook.train import Protocol, init_population
+
+    model = init_population(range(2), Protocol(steps=1, batch=4))
+    before = model.flat().clone()
+    assert ch6t.one_ulp(model) == before.numel()
+    after = model.flat()
+    up = torch.nextafter(before, torch.full_like(before, math.inf))
+    assert torch.equal(after, up) and (after > before).all()
+    assert ((after - before) / before.abs().clamp_min(1e-30)).abs().max() < 2.4e-7
+
+
+def test_growth_noise_with_the_drawn_runs_is_the_drawn_fit():
+    cs = [dict(c, seeds=c["seeds"][:3]) for c in ch6t.sweep("ci").configs
+          if c["target"] in ("PARITY", "FIRST")]
+    rng = np.random.default_rng(0)
+    res = []
+    for c in cs:
+        s = (2.0 ** (4 + (0.6 if c["target"] == "PARITY" else 0.1) * c["N"]
+                     + rng.normal(0, 0.3, 3))).round()
+        res.append(dict(name=c["target"], steps=[float(x) for x in s], budget=1500,
+                        steps_run=int(s.max()), curve_steps=[1], curve=[[0.7] * 3],
+                        eval_steps=list(range(5, 1500, 5)), accuracy_strings=8,
+                        before=dict(K=[[1, 1]] * 3, accuracy=[0.5] * 3),
+                        after=dict(K=[[1, 1]] * 3, accuracy=[1.0] * 3, margin=[1] * 3,
+                                   theta_norm=[1] * 3), sharpness=None, basin=None))
+    rows = ch6t.times(cs, res)
+    noise = [dict(r, steps=r["steps"][:2], checked_before=r["checked_before"][:2], seeds=2)
+             for r in rows]
+    gn = ch6t.growth_noise(rows, noise, dists=("log-normal",))
+    for v in gn["fits"].values():
+        assert v["inside"] and v["drawn"]["slope"] == pytest.approx(v["perturbed"]["slope"])
+    np.testing.assert_array_equal(gn["t0"], gn["t1"])
+    moved = [dict(q, steps=q["steps"] * (8.0 if q["target"] == "PARITY" else 1.0))
+             for q in noise]
+    gm = ch6t.growth_noise(rows, moved, dists=("log-normal",))
+    assert gm["fits"]["PARITY", "log-normal"]["perturbed"]["a"] > \
+        gm["fits"]["PARITY", "log-normal"]["drawn"]["a"]
+
+
+def test_run_config_perturb_trains_the_same_seeds_one_ulp_away():
+    """ch6.noise: ``perturb`` = 1 trains from the initial parameters one ulp away (the loss
+    curve moves; :func:`one_ulp` itself is checked above); without it, or with 0, the run
+    is the drawn one."""
+    c = tiny_config("PARITY", 5, budget=40, criterion=0.99, seeds=(0, 1), sharpness=None,
+                    basin=None, mechanism=None)
+    drawn = ch6t.run_config(c, device="cpu")
+    assert ch6t.run_config(dict(c, perturb=0), device="cpu")["curve"] == drawn["curve"]
+    moved = ch6t.run_config(dict(c, perturb=1), device="cpu")
+    assert moved["curve"] != drawn["curve"]
+    for n in ch6t.noise_configs("ci"):
+        assert n["perturb"] == 1 and len(n["seeds"]) == ch6t.NOISE_SEEDS
+        assert n["sharpness"] is n["basin"] is n["signal"] is n["mechanism"] is None

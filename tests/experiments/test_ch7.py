@@ -65,3 +65,20 @@ def test_post_ln_training_is_chapter_6s_training():
               **{**ch6_training.EVAL, **ev, "sharpness": None, "basin": None})
     r6 = ch6_training.run_config(c6, device="cpu")
     assert r7["steps"] == r6["steps"] and r7["after"]["K"] == r6["after"]["K"]
+
+
+def test_noise_configs_train_the_same_cell_one_ulp_away():
+    """ch7.noise: the PARITY cell of NOISE_ARCH with ``perturb`` = 1 (the same seeds and
+    protocol), and ``perturb`` moves the run: a tiny run's final losses differ from the drawn
+    one's, and with perturb 0 they are the drawn ones."""
+    for scale in sb.SCALES:
+        (n,) = ch7.ch7_noise_configs(scale)
+        (d,) = [c for c in ch7.ch7_train_configs(scale)
+                if c["arch"] == ch7.NOISE_ARCH and c["target"] == "PARITY"]
+        assert n == dict(d, perturb=1)
+    c = dict(arch="pre-LN", target="PARITY", N=5, seeds=[0, 1],
+             protocol=sb.Protocol(steps=30, batch=16, lr=3e-3, D=8, L=1, H=2).to_dict(),
+             criterion=0.99, eval_every=5, eval_growth=0.05)
+    drawn = ch7.train_one(c)
+    assert ch7.train_one(dict(c, perturb=0))["final_loss"] == drawn["final_loss"]
+    assert ch7.train_one(dict(c, perturb=1))["final_loss"] != drawn["final_loss"]

@@ -642,7 +642,8 @@ def variance_table(configs, results, which: int = -1) -> str:
 
 def support_contrasts(srows: dict) -> list:
     """Each contrast of :data:`SUPPORT_CONTRASTS` at each length of ``srows``
-    (:func:`support_rows`): ``name``, ``N``, ``a``, ``b``, ``what`` and :func:`cell_contrast`
-    of b against a."""
-    return [dict(name=n, N=N, a=a, b=b, what=w, **cell_contrast(srows[a, N], srows[b, N]))
+    (:func:`support_rows`): :func:`cell_contrast` of support b against support a, with
+    ``name``, ``N``, ``a``, ``b`` (the supports' names: the AFT's coefficient is
+    log2 ``factor``) and ``what``."""
+    return [dict(cell_contrast(srows[a, N], srows[b, N]), name=n, N=N, a=a, b=b, what=w)
             for N in sorted({N for _, N in srows}) for n, a, b, w in SUPPORT_CONTRASTS]

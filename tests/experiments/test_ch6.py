@@ -285,6 +285,21 @@ def test_supports_are_the_named_positions_and_every_cell_trains_them():
     assert r["name"] == "3-SPARSE PARITY[5, 6, 7]" and r["steps_run"] == 3
 
 
+def test_support_contrasts_compare_the_named_pairs_one_property_apart():
+    # four cells at N = 9: the spread support 4 times slower than the rest, which agree
+    rng = np.random.default_rng(3)
+    base = 300 * 2 ** (0.3 * rng.standard_normal(8))
+    steps = {"first": base, "second": base[::-1], "last": np.roll(base, 3), "spread": 4 * base}
+    rows = {(k, 9): dict(_row("SPARSE_PARITY_3", 9, list(v), budget=3000),
+                         checked_before=0.95 * v) for k, v in steps.items()}
+    by = {c["name"]: c for c in ch6x.support_contrasts(rows)}
+    assert set(by) == {n for n, *_ in ch6x.SUPPORT_CONTRASTS}
+    for name, a, b, _ in ch6x.SUPPORT_CONTRASTS:
+        assert (by[name]["a"], by[name]["b"], by[name]["N"]) == (a, b, 9)
+    assert by["interior"]["low"] > 2 and by["confounded"]["low"] > 2
+    assert by["mark"]["low"] < 1 < by["mark"]["high"] and by["edges"]["p"] > 0.05
+
+
 def test_cell_contrast_reads_a_known_factor_and_keeps_censored_seeds():
     rng = np.random.default_rng(5)
     fast = 200 * 2 ** (0.3 * rng.standard_normal(12))

@@ -50,7 +50,8 @@ from .labels import ACCEPT, NONFINITE, REJECT, UNDECIDED, classify, rounding_mar
 from .profile import (Profile, profile_from_table, sampled_profile, sensitivity_profile,
                       truth_table, zero_sensitivity_count)
 from .profiles import compare_profiles, plot_profile
-from .survival import fit_aft, heldout_loglik, kaplan_meier, profile_interval
+from .survival import (censored_contrast, fit_aft, heldout_loglik, kaplan_meier, logrank,
+                       profile_interval)
 from .mechanism import blowup, eos_mechanism
 from .interventions import (effect, fix_attention, freeze_norms, patch, variance_summary)
 from .interventions import scores as intervened_scores

@@ -13,8 +13,9 @@ censored seeds instead of counting them at the budget:
   the survival at the budget. :func:`profile_interval` gives a profile-likelihood interval for
   b, :func:`heldout_loglik` compares covariates (x = N against x = log N) by the likelihood of
   lengths left out of the fit;
-* :func:`logrank`: the log-rank test of two groups' censored times (stratified where asked),
-  which compares two populations without counting seeds at the budget's edge (issue 43).
+* :func:`logrank` and :func:`censored_contrast`: two groups compared as censored samples (the
+  log-rank test, stratified where asked; the AFT factor between them with its interval), which
+  compares two populations without counting seeds at the budget's edge (issue 43).
 
 Everything is float64 (torch for the optimisation, no other dependency).
 """
@@ -26,7 +27,7 @@ import numpy as np
 import torch
 
 __all__ = ["kaplan_meier", "km_median", "AFT_DISTS", "aft_loglik", "fit_aft",
-           "profile_interval", "heldout_loglik", "logrank"]
+           "profile_interval", "heldout_loglik", "logrank", "censored_contrast"]
 
 AFT_DISTS = ("log-normal", "weibull")
 _CHI2_1_95 = 3.841458820694124          # the 95% quantile of chi^2 with one degree of freedom
@@ -413,11 +414,30 @@ def heldout_loglik(Ns, times, observed, transform, dist: str = "log-normal",
 
 
 def logrank(times, observed, group, strata=None) -> dict:
-    """The log-rank test of two groups' censored times (``group`` 0 or 1 per run; ties by the
-    hypergeometric variance): ``z`` = (observed - expected events of group 1) / sd, negative
-    when group 1 fails (here: learns) later; ``p``, two-sided, from the normal law. With
-    ``strata`` (a label per run, e.g. the length N) the test is stratified: observed minus
-    expected and the variance are summed over the strata, each compared only within itself."""
+    """The log-rank test of two groups' right-censored times, stratified where asked.
+
+    Parameters
+    ----------
+    times : array-like
+        Shape ``(n,)``: event times, or the budget where ``observed`` is False.
+    observed : array-like of bool
+        Shape ``(n,)``: True where the event was seen.
+    group : array-like
+        Shape ``(n,)``: 0 or 1 per run, both present.
+    strata : array-like or None
+        Shape ``(n,)``: a label per run (e.g. the length N); observed minus expected and the
+        variance are summed over the strata, each run compared only within its own.
+
+    Returns
+    -------
+    dict
+        ``z`` = (observed - expected events of group 1) / sd, negative when group 1 fails
+        (here: learns) later; ``p``, two-sided, from the normal law.
+
+    Notes
+    -----
+    Ties by the hypergeometric variance (Mantel, 1966).
+    """
     t, d, g = (np.asarray(v, dtype=float) for v in (times, observed, group))
     if set(np.unique(g)) != {0.0, 1.0}:
         raise ValueError(f"group must hold both 0 and 1, got {sorted(set(g.tolist()))}")
@@ -433,5 +453,38 @@ def logrank(times, observed, group, strata=None) -> dict:
             e, e1 = ((ts == s) & (ds > 0)).sum(), ((ts == s) & (ds > 0) & (gs == 1)).sum()
             o_e += e1 - e * n1 / n
             var += e * (n1 / n) * (1 - n1 / n) * (n - e) / max(n - 1, 1)
-    z = o_e / math.sqrt(var) if var > 0 else 0.0
+    z = float(o_e / math.sqrt(var)) if var > 0 else 0.0
     return dict(z=z, p=math.erfc(abs(z) / math.sqrt(2)))
+
+
+def censored_contrast(times, observed, group, lower=None, dist: str = "log-normal") -> dict:
+    """Two groups of censored times compared as samples: the factor on the time and a test.
+
+    Parameters
+    ----------
+    times, observed, group
+        As for :func:`logrank` (group 1 against group 0).
+    lower : array-like or None
+        The interval-censoring lower bounds of :func:`fit_aft` (None: exact times).
+    dist : str
+        The AFT model's law (``AFT_DISTS``).
+
+    Returns
+    -------
+    dict
+        :func:`logrank`'s ``z`` and ``p``; ``factor`` = :math:`2^b` of the AFT model
+        :math:`\\log_2 T = a + b\\, 1[\\text{group } 1] + \\sigma e` (:func:`fit_aft`): how many
+        times longer group 1 takes, with its 95% profile-likelihood interval ``low``,
+        ``high`` (:func:`profile_interval`); ``b``, ``b_low``, ``b_high`` on the log2 scale.
+        The AFT entries are None where a group has no observed time (no finite fit).
+    """
+    t, d = _times(times, observed)
+    g = np.asarray(group, dtype=float)
+    out = dict(logrank(t, d, g), factor=None, low=None, high=None, b=None, b_low=None,
+               b_high=None)
+    if d[g == 0].any() and d[g == 1].any():
+        fit = fit_aft(g, t, d, dist, lower=lower)
+        lo, hi = profile_interval(g, t, d, dist, fit=fit, lower=lower)
+        out.update(b=fit["b"], b_low=lo, b_high=hi, factor=2.0 ** fit["b"], low=2.0 ** lo,
+                   high=2.0 ** hi)
+    return out

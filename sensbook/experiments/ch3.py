@@ -19,6 +19,7 @@ from ..model import Recognizer
 from ..train import (Protocol, accuracy, eval_schedule, held_out_strings, init_population,
                      learn)
 from ..settings import device
+from ..survival import censored_contrast
 from . import Experiment, dec, enc, pick, register  # noqa: F401 (dec: for the chapter)
 
 #: The chapter-3 architecture (Xavier init for typical theta; the box [-1, 1]^M for
@@ -277,21 +278,69 @@ def eos_weight_on_first(model: Recognizer, N: int) -> tuple:
     return w[:, 0].min().item(), (s[:, 0] - s[:, 2]).min().item()
 
 
-# ---- marked against unmarked: dictators trained (what training reaches) ------------------
+# ---- marked against unmarked, edge against interior: dictators trained --------------------
 #: DICTATOR x_i trained with the book's protocol as ``ch6.long`` trains FIRST (layer-norm eps
-#: 1e-5, its checks and held-out strings), at i = 1 (the marked position: FIRST), 2 and
-#: ceil(N/2) (unmarked), ``seeds`` models per cell, at most ``budget`` steps; the trained models
-#: are probed on ``probe`` held-out strings.
+#: 1e-5, its checks and held-out strings), at i = 1 (the marked position: FIRST), 2 and N - 1
+#: (unmarked, at an edge) and ceil(N/2) (unmarked, interior), ``seeds`` models per cell, at
+#: most ``budget`` steps; the trained models are probed on ``probe`` held-out strings.
 DICTATORS = dict(
-    ci=dict(Ns=[13, 33], seeds=2, budget=300, probe=32),
-    book=dict(Ns=[13, 33, 65, 129], seeds=3, budget=600, probe=64),
-    paper=dict(Ns=[13, 33, 65, 129], seeds=6, budget=3000, probe=256),
+    ci=dict(Ns=[13, 33], seeds=8, budget=300, probe=32),
+    book=dict(Ns=[13, 33, 65], seeds=8, budget=600, probe=64),
+    paper=dict(Ns=[13, 33, 65, 129], seeds=16, budget=3000, probe=256),
 )
+#: The dictators by kind: (name, position at length N).
+DICTATOR_KINDS = {"x_1": lambda N: 1, "x_2": lambda N: 2, "x_mid": lambda N: -(-N // 2),
+                  "x_last": lambda N: N - 1}
+#: The contrasts the dictators decide: (name, kind a, kind b, what differs); b against a.
+DICTATOR_CONTRASTS = (("mark", "x_1", "x_2", "marked x_1 against unmarked x_2, one edge"),
+                      ("edges", "x_2", "x_last", "x_2 against x_(N-1): the two edges"),
+                      ("interior", "x_2", "x_mid", "edge x_2 against interior x_mid"),
+                      ("interior, other edge", "x_last", "x_mid",
+                       "edge x_(N-1) against interior x_mid"))
 
 
 def dictator_positions(N: int) -> list:
-    """The dictators trained at length N: x_1 (marked), x_2 and x_ceil(N/2) (unmarked)."""
-    return [1, 2, -(-N // 2)]
+    """The dictators trained at length N: x_1 (marked), x_2, x_ceil(N/2) and x_(N-1)
+    (unmarked), in the order of :data:`DICTATOR_KINDS`."""
+    return [k(N) for k in DICTATOR_KINDS.values()]
+
+
+def dictator_cells(configs, results) -> dict:
+    """{(kind, N): cell} of ``ch3.dictators``: ``steps`` (inf: censored), ``budget``,
+    ``checked_before`` (the check before each learned seed's step: it learned in
+    (checked_before, steps]), ``learned``, ``seeds`` and ``w`` (the eos weight on x_i)."""
+    out = {}
+    for c, r in zip(configs, results):
+        N = c["N"]
+        kind = next(k for k, at in DICTATOR_KINDS.items() if at(N) == c["i"])
+        t = np.array([np.inf if s is None else s for s in r["steps"]], float)
+        ev = np.array(eval_schedule(r["budget"], c["eval_every"], c["eval_growth"]), float)
+        out[kind, N] = dict(steps=t, budget=r["budget"], w=np.array(r["w_i"]),
+                            checked_before=np.array([ev[ev < s].max(initial=0.0)
+                                                     if np.isfinite(s) else 0.0 for s in t]),
+                            learned=int(np.isfinite(t).sum()), seeds=len(t))
+    return out
+
+
+def dictator_contrasts(cells: dict) -> list:
+    """Each contrast of :data:`DICTATOR_CONTRASTS` at each length (``cells``:
+    :func:`dictator_cells`), b against a as censored samples
+    (:func:`sensbook.survival.censored_contrast`, interval-censored on the check grid):
+    ``name``, ``N``, ``what``, log-rank ``z`` (< 0: b learns later), ``p``, the factor on b's
+    steps with its 95% interval (None where a cell has no learned seed), ``learned``."""
+    out = []
+    for N in sorted({N for _, N in cells}):
+        for name, a, b, what in DICTATOR_CONTRASTS:
+            rs = (cells[a, N], cells[b, N])
+            res = censored_contrast(
+                np.concatenate([np.minimum(r["steps"], r["budget"]) for r in rs]),
+                np.concatenate([np.isfinite(r["steps"]) for r in rs]),
+                np.concatenate([np.full(r["seeds"], float(j)) for j, r in enumerate(rs)]),
+                lower=np.concatenate([r["checked_before"] for r in rs]))
+            out.append(dict(res, name=name, N=N, a=a, b=b, what=what,
+                            learned=tuple(r["learned"] for r in rs),
+                            seeds=tuple(r["seeds"] for r in rs)))
+    return out
 
 
 def _ch3_dictator_configs(scale):
@@ -439,7 +488,8 @@ register(
         _ch3_dictator_configs,
         "sensbook.experiments.ch3:dictator_one",
         _dictator_cost,
-        doc="dictators on the marked x_1 and unmarked x_2, x_ceil(N/2) trained against N",
+        doc="dictators on the marked x_1 and unmarked x_2, x_ceil(N/2), x_(N-1) trained "
+            "against N",
     )
 )
 register(

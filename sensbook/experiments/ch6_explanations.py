@@ -10,30 +10,28 @@ import math
 import numpy as np
 import torch
 
-from ..boolean import strings
+from ..boolean import sparse_parity, strings
 from ..interventions import effect, fix_attention, freeze_norms, patch, scores, variance_summary
 from ..pages import html_table
 from ..settings import check_scale, scale as current_scale
-from ..survival import fit_aft, heldout_loglik, kaplan_meier, profile_interval
+from ..survival import censored_contrast, fit_aft, heldout_loglik, profile_interval
 from ..volume import critical_sigma, least_squares, t_quantile
 from . import Experiment, ch5, get, register, run_experiment
 from ..train import Protocol, eval_schedule, init_population, learn, target
-from .ch6_training import (SIZES, _censored_data, configs, cost, plateau_exit, sweep)
+from .ch6_training import (SIZES, _censored_data, configs, cost, plateau_exit, run_config, sweep,
+                           times)
 
 def rival_configs(scale: str) -> list:
     """The configurations of ``ch6.rivals``: sparse PARITY at the lengths of
-    ``SIZES[scale]["rivals"]`` that ``ch6.training`` does not train already (ch6's protocol,
-    budget and seeds, no sharpness or basin), sparse PARITY on the spread support
-    (``spread``: its targets, lengths and seeds), and ``ch6.training``'s PARITY cell at
-    ``control_N`` trained again with the gradient-signal logging off (the last)."""
+    ``SIZES[scale]["rivals"]`` that ``ch6.training`` does not train already (ch6's protocol
+    and budget, ``rivals["seeds"]`` seeds, no sharpness or basin), and ``ch6.training``'s
+    PARITY cell at ``control_N`` trained again with the gradient-signal logging off (the
+    last)."""
     s = SIZES[check_scale(scale, "scale")]
     rv = s["rivals"]
     have = {(c["target"], c["N"]): c for c in sweep(scale).configs}
-    cells = configs(**{**s, "targets": [], "sparse": rv}, sharpness=None, basin=None,
-                    mechanism=None)
-    sp = rv["spread"]
-    cells += configs(**{**s, "targets": [], "seeds": sp["seeds"], "sparse": sp},
-                     sharpness=None, basin=None, mechanism=None)
+    cells = configs(**{**s, "targets": [], "sparse": rv, "seeds": rv["seeds"]},
+                    sharpness=None, basin=None, mechanism=None)
     return ([c for c in cells if (c["target"], c["N"]) not in have]
             + [dict(have[("PARITY", rv["control_N"])], signal=None, sharpness=None, basin=None,
                     mechanism=None)])
@@ -44,6 +42,100 @@ register(Experiment("ch6.rivals", rival_configs, "sensbook.experiments.ch6_train
                         "gradient-signal logging (chapter 6, the rival explanations)"))
 
 
+# ---- where the support lies: edge, interior, marked (ch6.supports) --------------------------
+#: ``ch6.supports``: 3-sparse PARITY on each support of :data:`SUPPORTS` at the lengths
+#: ``Ns``, ``seeds`` models each (one population a cell), chapter 6's protocol and budget.
+SUPPORT_SIZES = {"ci": dict(Ns=[7], seeds=8), "book": dict(Ns=[9], seeds=8),
+                 "paper": dict(Ns=[9, 13, 17, 21], seeds=16)}
+#: The supports, by name: ``first`` {1, 2, 3} (an edge, holding the marked x_1), ``second``
+#: {2, 3, 4} (the same edge, unmarked), ``last`` {N-2, N-1, N} (the other edge, unmarked),
+#: ``spread`` {ceil(N/3), ceil(2N/3), N} (two interior positions and N, unmarked).
+SUPPORTS = ("first", "second", "last", "spread")
+
+
+def support_positions(kind: str, N: int) -> list:
+    """The 1-based positions of support ``kind`` (:data:`SUPPORTS`) at length ``N`` >= 4."""
+    if kind not in SUPPORTS:
+        raise ValueError(f"kind={kind!r} is not a support; allowed: {', '.join(SUPPORTS)}")
+    if isinstance(N, bool) or not isinstance(N, (int, np.integer)) or N < 4:
+        raise ValueError(f"N must be an integer >= 4 (four supports of 3 bits), got {N!r}")
+    N = int(N)
+    return {"first": [1, 2, 3], "second": [2, 3, 4], "last": [N - 2, N - 1, N],
+            "spread": sorted({-(-N // 3), -(-2 * N // 3), N})}[kind]
+
+
+def support_configs(scale: str) -> list:
+    """One configuration per (support, N) of ``SUPPORT_SIZES[scale]``: ``ch6.training``'s
+    (:func:`~sensbook.experiments.ch6_training.configs`, no sharpness, basin or probe) with
+    ``support`` naming the positions (:func:`support_positions`)."""
+    s, z = SIZES[check_scale(scale, "scale")], SUPPORT_SIZES[scale]
+    base = configs(**{**s, "Ns": z["Ns"], "seeds": z["seeds"], "targets": ["SPARSE_PARITY_3"],
+                      "sparse": None}, sharpness=None, basin=None, mechanism=None)
+    return [dict(c, support=k) for k in SUPPORTS for c in base]
+
+
+def support_one(config: dict) -> dict:
+    """Train 3-sparse PARITY on ``config["support"]``'s positions as
+    :func:`~sensbook.experiments.ch6_training.run_config` trains a target (the same result
+    keys; ``name`` says the positions)."""
+    c = {k: v for k, v in config.items() if k != "support"}
+    f = sparse_parity(support_positions(config["support"], int(c["N"])))
+    return run_config(c, target_function=f)
+
+
+#: log2 of the steps a ``ch6.supports`` cell runs (its slowest seed), a + b N, per support:
+#: rough fits to measured runs (8 seeds at N = 9: 831, 1012, 717 steps and the budget), used
+#: only to predict cost.
+_SUPPORT_STEPS = {"first": (6.1, 0.4), "second": (6.4, 0.4), "last": (6.4, 0.4),
+                  "spread": (6.2, 0.6)}
+
+
+def support_cost(config: dict) -> float:
+    """Predicted CPU-seconds: ``ch6.training``'s cost model with the steps of
+    ``_SUPPORT_STEPS``."""
+    a, b = _SUPPORT_STEPS[config["support"]]
+    steps = min(config["protocol"]["steps"], 2 ** (a + b * config["N"]))
+    c = {k: v for k, v in config.items() if k != "support"}
+    c.update(target=f"SUPPORT_{config['support']}",        # not in ch6's own step model
+             protocol=dict(c["protocol"], steps=max(1, int(steps))))
+    return cost(c)
+
+
+register(Experiment("ch6.supports", support_configs,
+                    "sensbook.experiments.ch6_explanations:support_one", support_cost,
+                    doc="3-sparse PARITY on four supports: edge or interior, marked or not "
+                        "(chapter 6)"))
+
+
+def cell_contrast(ra: dict, rb: dict) -> dict:
+    """Cell ``rb`` against cell ``ra`` (:func:`~sensbook.experiments.ch6_training.times`
+    rows: ``steps``, inf where censored, ``budget``, ``checked_before``) as censored samples
+    (:func:`sensbook.survival.censored_contrast`, interval-censored on the check grid):
+    log-rank ``z`` (< 0: b learns later) and ``p``, the factor 2^b on b's steps to learn and
+    its 95% interval (``low``, ``high``; None where a cell has no learned seed); and the
+    ``learned`` and ``seeds`` of each."""
+    rs = (ra, rb)
+    out = censored_contrast(
+        np.concatenate([np.minimum(r["steps"], r["budget"]) for r in rs]),
+        np.concatenate([np.isfinite(r["steps"]) for r in rs]),
+        np.concatenate([np.full(len(r["steps"]), float(i)) for i, r in enumerate(rs)]),
+        lower=np.concatenate([r["checked_before"] for r in rs]))
+    return dict(out, learned=tuple(r["learned"] for r in rs), seeds=tuple(r["seeds"] for r in rs))
+
+
+#: The contrasts ``ch6.supports`` decides: (name, support a, support b, what differs).
+SUPPORT_CONTRASTS = (("mark", "first", "second", "marked x_1 against unmarked, one edge"),
+                     ("edges", "second", "last", "one edge against the other, unmarked"),
+                     ("interior", "last", "spread", "edge against interior, unmarked"),
+                     ("confounded", "first", "spread", "the old contrast: both at once"))
+
+
+def support_rows(configs_, results) -> dict:
+    """{(support, N): :func:`~sensbook.experiments.ch6_training.times` row} of
+    ``ch6.supports``."""
+    done = [(c, r) for c, r in zip(configs_, results) if r is not None]
+    rows = times([c for c, _ in done], [r for _, r in done])
+    return {(c["support"], c["N"]): row for (c, _), row in zip(done, rows)}
 def log_slope(rows, target_name: str, key: str, *, n_boot: int = 2000, seed: int = 0) -> dict:
     """Least-squares slope of log2(``key``) against N over the seeds of ``target_name`` where
     ``key`` is finite (e.g. ``sharpness``, ``sigma99`` of learned seeds), with a 95% bootstrap
@@ -323,39 +415,6 @@ def rate_against_n(rates, key: str = "lam") -> dict:
     return dict(slope=b, low=b - half, high=b + half, df=df, median=med, n=len(xs))
 
 
-def fisher_fewer(k_a: int, n_a: int, k_b: int, n_b: int) -> float:
-    """One-sided Fisher exact p-value that group a (k_a of n_a learned within the budget)
-    learns less often than group b (k_b of n_b): P(at most k_a of the k_a + k_b learned seeds
-    fall in a | the margins), from the hypergeometric law."""
-    for name, v in (("k_a", k_a), ("n_a", n_a), ("k_b", k_b), ("n_b", n_b)):
-        if not (isinstance(v, (int, np.integer)) and v >= 0):
-            raise ValueError(f"{name} must be a count >= 0, got {v!r}")
-    if k_a > n_a or k_b > n_b:
-        raise ValueError(f"counts exceed their groups: {k_a}/{n_a}, {k_b}/{n_b}")
-    k, n = k_a + k_b, n_a + n_b
-    den = math.comb(n, k)
-    return float(sum(math.comb(n_a, i) * math.comb(n_b, k - i)
-                     for i in range(max(0, k - n_b), k_a + 1)) / den)
-
-
-def support_comparison(rows, marked: str, spread: str) -> list:
-    """At each length both sparse targets were trained (``rows``: :func:`times` rows), the
-    censored comparison of the spread support against the first positions: learned seeds
-    within the budget, the Kaplan-Meier median steps (inf: more than half censored) and the
-    one-sided Fisher p-value that the spread support is learned less often."""
-    by = {(r["target"], r["N"]): r for r in rows}
-    out = []
-    for N in sorted({n for t, n in by if t == spread and (marked, n) in by}):
-        a, b = by[spread, N], by[marked, N]
-        km = lambda r: kaplan_meier(np.minimum(r["steps"], r["budget"]),
-                                    np.isfinite(r["steps"]))["median"]
-        out.append(dict(N=N, spread=a["name"], marked=b["name"], learned=(
-            a["learned"], a["seeds"], b["learned"], b["seeds"]), median=(km(a), km(b)),
-            budget=a["budget"], p=fisher_fewer(a["learned"], a["seeds"], b["learned"],
-                                               b["seeds"])))
-    return out
-
-
 # ---- how chapter 6's pages print numbers (tables: sensbook.pages.html_table) -------------
 def listed(values, fmt: str = ".3g", missing: str = "not learned") -> str:
     """``values`` as readable text, ``"0.021, 0.15, not learned"``: each number formatted
@@ -579,3 +638,12 @@ def variance_table(configs, results, which: int = -1) -> str:
         out.append((c["target"], c["N"], f"{med('var_median'):.3g}", f"{med('var_min'):.3g}",
                     *[f"{b:.3f}" for b in below]))
     return html_table(head, out)
+
+
+def support_contrasts(srows: dict) -> list:
+    """Each contrast of :data:`SUPPORT_CONTRASTS` at each length of ``srows``
+    (:func:`support_rows`): :func:`cell_contrast` of support b against support a, with
+    ``name``, ``N``, ``a``, ``b`` (the supports' names: the AFT's coefficient is
+    log2 ``factor``) and ``what``."""
+    return [dict(cell_contrast(srows[a, N], srows[b, N]), name=n, N=N, a=a, b=b, what=w)
+            for N in sorted({N for _, N in srows}) for n, a, b, w in SUPPORT_CONTRASTS]

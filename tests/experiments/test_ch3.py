@@ -54,11 +54,29 @@ def test_crossover_only_for_converged_cells_strictly_inside_the_lengths():
 
 
 def test_dictator_positions_and_configs():
-    assert ch3.dictator_positions(13) == [1, 2, 7] and ch3.dictator_positions(64) == [1, 2, 32]
-    for scale in ("ci", "book"):
+    assert ch3.dictator_positions(13) == [1, 2, 7, 12]
+    assert ch3.dictator_positions(64) == [1, 2, 32, 63]
+    for scale in ("ci", "book", "paper"):
         cs = ch3._ch3_dictator_configs(scale)
         assert {(c["N"], c["i"]) for c in cs} == {(N, i) for N in ch3.DICTATORS[scale]["Ns"]
                                                    for i in ch3.dictator_positions(N)}
+        assert all(len(c["seeds"]) >= 8 for c in cs)
+
+
+def test_dictator_contrasts_name_each_cell_and_read_the_check_grid():
+    cs = [c for c in ch3._ch3_dictator_configs("ci") if c["N"] == 13]
+    steps = {1: [40] * 8, 2: [100, 110, 121] * 2 + [90, 100], 7: [None] * 8,
+             12: [100, 121, 110] * 2 + [100, 90]}
+    rs = [dict(steps=steps[c["i"]], budget=c["protocol"]["steps"], w_i=[0.5] * 8) for c in cs]
+    cells = ch3.dictator_cells(cs, rs)
+    assert set(cells) == {(k, 13) for k in ch3.DICTATOR_KINDS}
+    # a step of 121 was first seen at that check: the one before it, 110, is its lower bound
+    grid = sb.eval_schedule(cs[0]["protocol"]["steps"], cs[0]["eval_every"], cs[0]["eval_growth"])
+    assert 121 in grid and cells["x_2", 13]["checked_before"][2] == max(g for g in grid if g < 121)
+    by = {c["name"]: c for c in ch3.dictator_contrasts(cells)}
+    assert by["mark"]["factor"] > 2 and by["mark"]["low"] > 1 and by["mark"]["z"] < 0
+    assert by["edges"]["low"] < 1 < by["edges"]["high"]          # the same times, shuffled
+    assert by["interior"]["factor"] is None and by["interior"]["p"] < 1e-3
 
 
 def test_unmarked_first_construction_leads_by_a_gap_that_falls_like_1_over_n():

@@ -239,10 +239,8 @@ def test_rival_configs_add_new_sparse_cells_and_one_unlogged_parity_cell():
         rv = ch6t.SIZES[scale]["rivals"]
         sparse, ctrl = cs[:-1], cs[-1]
         assert all((c["target"], c["N"]) not in trained and c["signal"] is None
-                   and c["target"] in rv["targets"] + rv["spread"]["targets"] for c in sparse)
-        spread = [c for c in sparse if c["target"] in rv["spread"]["targets"]]
-        assert sorted(c["N"] for c in spread) == rv["spread"]["Ns"]
-        assert all(len(c["seeds"]) == rv["spread"]["seeds"] for c in spread)
+                   and c["target"] in rv["targets"] for c in sparse)
+        assert all(len(c["seeds"]) == rv["seeds"] for c in sparse)
         assert {(c["target"], c["N"]) for c in sparse} | {
             k for k in trained if k[0] in rv["targets"]} >= {
             (t, N) for t in rv["targets"] for N in rv["Ns"]}
@@ -254,13 +252,67 @@ def test_rival_configs_add_new_sparse_cells_and_one_unlogged_parity_cell():
     # the issue's share of the book budget: about 200 CPU-seconds for the new work
     logged = sum(ch6t.cost(dict(c, mechanism=None)) - ch6t.cost(dict(c, signal=None, mechanism=None))
                  for c in ch6t.sweep("book").configs)
-    spread = sum(ch6t.cost(c) for c in ch6x.rival_configs("book") if c["target"].startswith("SPREAD"))
-    assert 0 < logged and logged + sum(ch6t.cost(c) for c in ch6x.rival_configs("book")) \
-        - spread <= 210
-    # issue 34's share: the mechanism probe and the spread support, about 150 CPU-seconds
+    assert 0 < logged and logged + sum(ch6t.cost(c) for c in ch6x.rival_configs("book")) <= 260
+    # issue 34's share: the mechanism probe, and issue 44's the supports, about 300 CPU-seconds
     mech = sum(ch6t.cost(c) - ch6t.cost(dict(c, mechanism=None))
                for c in ch6t.sweep("book").configs)
-    assert 0 < mech and 0 < spread and mech + spread <= 160, (mech, spread)
+    supports = sb.experiment("ch6.supports").predicted_seconds("book")
+    assert 0 < mech and 0 < supports and mech + supports <= 300, (mech, supports)
+
+
+def test_supports_are_the_named_positions_and_every_cell_trains_them():
+    # the spread support is the boolean module's SPREAD_PARITY_3 (an independent definition)
+    for N in (4, 7, 9, 13, 21):
+        assert ch6x.support_positions("spread", N) == list(target("SPREAD_PARITY_3", N).S)
+        assert ch6x.support_positions("first", N) == list(target("SPARSE_PARITY_3", N).S)
+        assert ch6x.support_positions("last", N) == [N - 2, N - 1, N]
+        assert ch6x.support_positions("second", N) == [2, 3, 4]
+    assert 1 not in ch6x.support_positions("spread", 9) + ch6x.support_positions("last", 9)
+    with pytest.raises(ValueError, match="kind='middle' is not a support"):
+        ch6x.support_positions("middle", 9)
+    with pytest.raises(ValueError, match="N must be an integer >= 4"):
+        ch6x.support_positions("last", 3)
+    for scale in sb.SCALES:
+        cs = ch6x.support_configs(scale)
+        z = ch6x.SUPPORT_SIZES[scale]
+        assert {(c["support"], c["N"]) for c in cs} == {(k, N) for k in ch6x.SUPPORTS
+                                                       for N in z["Ns"]}
+        assert all(len(c["seeds"]) == z["seeds"] >= 8 and c["signal"] is None for c in cs)
+    # the runner trains the support it names: a tiny budget, one seed, the stored name
+    c = dict(ch6x.support_configs("ci")[2], seeds=[0])
+    c["protocol"] = dict(c["protocol"], steps=3)
+    r = ch6x.support_one(c)
+    assert r["name"] == "3-SPARSE PARITY[5, 6, 7]" and r["steps_run"] == 3
+
+
+def test_support_contrasts_compare_the_named_pairs_one_property_apart():
+    # four cells at N = 9: the spread support 4 times slower than the rest, which agree
+    rng = np.random.default_rng(3)
+    base = 300 * 2 ** (0.3 * rng.standard_normal(8))
+    steps = {"first": base, "second": base[::-1], "last": np.roll(base, 3), "spread": 4 * base}
+    rows = {(k, 9): dict(_row("SPARSE_PARITY_3", 9, list(v), budget=3000),
+                         checked_before=0.95 * v) for k, v in steps.items()}
+    by = {c["name"]: c for c in ch6x.support_contrasts(rows)}
+    assert set(by) == {n for n, *_ in ch6x.SUPPORT_CONTRASTS}
+    for name, a, b, _ in ch6x.SUPPORT_CONTRASTS:
+        assert (by[name]["a"], by[name]["b"], by[name]["N"]) == (a, b, 9)
+    assert by["interior"]["low"] > 2 and by["confounded"]["low"] > 2
+    assert by["mark"]["low"] < 1 < by["mark"]["high"] and by["edges"]["p"] > 0.05
+
+
+def test_cell_contrast_reads_a_known_factor_and_keeps_censored_seeds():
+    rng = np.random.default_rng(5)
+    fast = 200 * 2 ** (0.3 * rng.standard_normal(12))
+    slow = 4 * 200 * 2 ** (0.3 * rng.standard_normal(12))
+    slow[slow > 1200] = np.inf                                    # censored at the budget
+    rows = [dict(_row("A", 9, list(v), budget=1200), checked_before=np.where(
+        np.isfinite(v), 0.95 * v, 0.0)) for v in (fast, slow)]
+    c = ch6x.cell_contrast(*rows)
+    assert c["low"] < 4 < c["high"] and c["low"] > 2 and c["z"] < 0 and c["p"] < 1e-3
+    assert c["learned"] == (12, int(np.isfinite(slow).sum())) and c["seeds"] == (12, 12)
+    none = dict(rows[1], steps=np.full(12, np.inf), learned=0)
+    c = ch6x.cell_contrast(rows[0], none)                         # no finite fit, a test
+    assert c["factor"] is None and c["z"] < 0 and c["p"] < 1e-3
 
 
 def test_power_growth_recovers_a_known_exponent_with_censoring():
@@ -405,20 +457,6 @@ def test_variance_slope_recovers_a_power_of_n_over_learned_seeds():
     assert abs(g["z2"]) < 3 and g["z4"] > 10
     html = ch6x.mechanism_table(ch6x.mechanism_rows(cs, rs))
     assert html.count("<tr>") == 6 and "3/4" in html
-
-
-def test_fisher_fewer_is_scipys_one_sided_exact_test():
-    from scipy.stats import fisher_exact
-
-    for ka, na, kb, nb in [(0, 4, 6, 6), (2, 4, 3, 6), (4, 4, 1, 6), (0, 3, 0, 6), (3, 3, 6, 6)]:
-        want = fisher_exact([[ka, na - ka], [kb, nb - kb]], alternative="less")[1]
-        assert ch6x.fisher_fewer(ka, na, kb, nb) == pytest.approx(want, rel=1e-12)
-    with pytest.raises(ValueError, match="exceed"):
-        ch6x.fisher_fewer(5, 4, 1, 6)
-    rows = [_row("SPREAD_PARITY_3", 13, [None] * 4), _row("SPARSE_PARITY_3", 13, [900] * 6)]
-    (c,) = ch6x.support_comparison(rows, "SPARSE_PARITY_3", "SPREAD_PARITY_3")
-    assert c["learned"] == (0, 4, 6, 6) and c["p"] == pytest.approx(1 / math.comb(10, 4))
-    assert c["median"][0] == np.inf and c["median"][1] == 900
 
 
 def test_pages_print_numbers_as_text_and_tables_as_html():

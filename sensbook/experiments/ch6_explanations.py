@@ -285,9 +285,8 @@ def escape_rates(mrow, start: int = 10, tol: float = 0.01, min_points: int = 3) 
     """Per seed of a PARITY cell: the escape rate ``lam`` (per step) fitted by least squares
     to log|c(t)| = log|c_0| + lam t over the logged steps on its plateau (:func:`plateau_signal`'s
     steps; NaN with fewer than ``min_points``), its standard error ``se``, ``c0`` (|c| at the
-    first of them, at step ``t0``), ``predicted`` = t0 + log(1/|c0|) / lam (when |c| would
-    reach order one if it grew at that rate from there; NaN unless lam > 0), and the measured
-    ``exit`` (inf: never left)."""
+    first of them, at step ``t0``) and the measured ``exit`` (inf: never left). In sample: the
+    rate against N; the exit is forecast out of sample by :func:`escape_forecast`."""
     al, ex = mrow["along"], mrow["exit"]
     on = _on_plateau(al, ex, start, tol)
     P = on.shape[1]
@@ -298,8 +297,7 @@ def escape_rates(mrow, start: int = 10, tol: float = 0.01, min_points: int = 3) 
             y = np.log(al["coef"][on[:, p], p])
             lam[p], se[p], _ = least_squares(t, y)
             c0[p], t0[p] = math.exp(y[0]), t[0]
-    pred = np.where(lam > 0, t0 + np.log(1 / c0) / np.where(lam > 0, lam, 1.0), np.nan)
-    return dict(lam=lam, se=se, c0=c0, t0=t0, predicted=pred, exit=ex, N=mrow["N"],
+    return dict(lam=lam, se=se, c0=c0, t0=t0, exit=ex, N=mrow["N"],
                 n_points=on.sum(0))
 
 

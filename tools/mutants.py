@@ -94,6 +94,11 @@ MUTANTS = (
            "            signal[\"steps\"].append(step)\n"
            "            [p.data.mul_(1 + 1e-6) for p in model.parameters()]  # mutant\n",
            ("ch6_explanations",)),
+    Mutant("forecast-sees-scored-half", "the plateau's exit forecast fits its rate to the "
+           "whole plateau, the half it scores included (a test that cannot lose)",
+           "experiments/ch6_explanations.py",
+           'm = h["first"] if fit_on == "first half" else np.ones(len(h["t"]), bool)',
+           'm = np.ones(len(h["t"]), bool)  # mutant', ("ch6_explanations",)),
     Mutant("search-ignores-eps", "the worst-case flip search runs at eps = 0 whatever eps is",
            "hinge.py", "    model = _check_model(model)\n    x = torch.as_tensor(x).to(model.dtype)",
            "    model = _check_model(model)\n    model.eps = 0.0  # mutant\n"

@@ -377,9 +377,8 @@ def escape_rates(mrow, start: int = 10, tol: float = 0.01, min_points: int = 3) 
     """Per seed of a PARITY cell: the escape rate ``lam`` (per step) fitted by least squares
     to log|c(t)| = log|c_0| + lam t over the logged steps on its plateau (:func:`plateau_signal`'s
     steps; NaN with fewer than ``min_points``), its standard error ``se``, ``c0`` (|c| at the
-    first of them, at step ``t0``), ``predicted`` = t0 + log(1/|c0|) / lam (when |c| would
-    reach order one if it grew at that rate from there; NaN unless lam > 0), and the measured
-    ``exit`` (inf: never left)."""
+    first of them, at step ``t0``) and the measured ``exit`` (inf: never left). In sample: the
+    rate against N; the exit is forecast out of sample by :func:`escape_forecast`."""
     al, ex = mrow["along"], mrow["exit"]
     on = _on_plateau(al, ex, start, tol)
     P = on.shape[1]
@@ -390,8 +389,7 @@ def escape_rates(mrow, start: int = 10, tol: float = 0.01, min_points: int = 3) 
             y = np.log(al["coef"][on[:, p], p])
             lam[p], se[p], _ = least_squares(t, y)
             c0[p], t0[p] = math.exp(y[0]), t[0]
-    pred = np.where(lam > 0, t0 + np.log(1 / c0) / np.where(lam > 0, lam, 1.0), np.nan)
-    return dict(lam=lam, se=se, c0=c0, t0=t0, predicted=pred, exit=ex, N=mrow["N"],
+    return dict(lam=lam, se=se, c0=c0, t0=t0, exit=ex, N=mrow["N"],
                 n_points=on.sum(0))
 
 
@@ -413,6 +411,181 @@ def rate_against_n(rates, key: str = "lam") -> dict:
     df = len(xs) - 2
     half = t_quantile(0.975, df) * se if df > 0 else math.nan
     return dict(slope=b, low=b - half, high=b + half, df=df, median=med, n=len(xs))
+
+
+def exit_coefficient(drop: float = 0.1) -> float:
+    """The |c| that the plateau exit (:func:`plateau_exit`: loss below log 2 - ``drop``)
+    needs: c* = -log(2 e^-drop - 1) (0.211 for drop 0.1).
+
+    PARITY's labels are y = -chi, so E[y T] = -c and, the logistic loss being convex in y T,
+    Jensen gives L >= log(1 + e^(-|c|)) whatever else T computes: the loss is below
+    log 2 - drop only once |c| >= c*, with equality when T is a multiple of chi."""
+    if not 0 < drop < math.log(2):
+        raise ValueError(f"drop must lie in (0, log 2), got {drop!r}")
+    return -math.log(2 * math.exp(-drop) - 1)
+
+
+def _line(x, y):
+    """Least-squares line y = a + b x: (a, b, residual sum of squares)."""
+    b, _, a = least_squares(x, y)
+    r = np.asarray(y, float) - a - b * np.asarray(x, float)
+    return a, b, float(r @ r)
+
+
+#: The two growth laws of |c(t)| on the plateau: log|c| linear in t (a saddle escape,
+#: exponential) or in log t (a power of t: a constant drift, k = 1, or a diffusion, k = 1/2).
+GROWTH_LAWS = {"exponential": lambda t: t, "power": np.log}
+
+
+def plateau_logs(mrow) -> tuple:
+    """A PARITY row of :func:`mechanism_rows` as the arguments of :func:`escape_forecast` and
+    :func:`growth_heldout`: (logged steps, |c| per step and seed, exit per seed, steps run)."""
+    return mrow["along"]["steps"], mrow["along"]["coef"], mrow["exit"], mrow["steps_run"]
+
+
+def plateau_halves(steps, coef, exit_, end, start: int = 10) -> list:
+    """Per seed, the logged steps of its plateau, start <= t < its exit (``exit_``; where it
+    never left, t <= ``end``, the steps run), split at the plateau's middle (start + exit) / 2:
+    dicts ``t``, ``y`` (log|c|), ``first`` (a boolean mask: t below the middle), ``exit``."""
+    steps = np.asarray(steps, float)
+    out = []
+    for p, ex in enumerate(np.asarray(exit_, float)):
+        stop = ex if np.isfinite(ex) else float(end)
+        on = (steps >= start) & ((steps < stop) | (~np.isfinite(ex) & (steps == stop)))
+        t = steps[on]
+        out.append(dict(t=t, y=np.log(np.abs(np.asarray(coef, float)[on, p])),
+                        first=t < (start + stop) / 2, exit=float(ex)))
+    return out
+
+
+def escape_forecast(steps, coef, exit_, end, start: int = 10, drop: float = 0.1,
+                    fit_on: str = "first half", law: str = "exponential") -> dict:
+    """Each seed's plateau exit predicted out of sample, from a saddle escape
+    |c(t)| = |c_0| e^(lam t) (Fukumizu & Amari's escape from a saddle, linearised).
+
+    ``fit_on="first half"``: lam and the intercept fitted by least squares to log|c| over the
+    logged steps of the first half of the seed's own plateau (:func:`plateau_halves`; at
+    least two); ``"other seeds"``: lam the median of the other seeds' rates (each fitted to
+    their whole plateau), the intercept through this seed's first plateau step;
+    ``"all"``: lam fitted to the whole plateau, the scored part included (in sample: what a
+    test that cannot lose does). ``law="power"``: the rival |c(t)| = |c_1| t^lam instead
+    (log|c| linear in log t, :data:`GROWTH_LAWS`). The predicted exit is when the line
+    reaches :func:`exit_coefficient` (``drop``); inf where lam <= 0 (a failed prediction: the
+    seed stays in the denominator). Returns per seed ``lam``, ``predicted``, ``exit`` (inf:
+    never left within ``end`` steps), ``ratio`` = exit / predicted (0 where lam <= 0 and the
+    seed left; for a seed that never left, the lower bound end / predicted) and ``fitted``
+    (False: too few logged steps to fit)."""
+    if fit_on not in ("first half", "other seeds", "all"):
+        raise ValueError(f"fit_on must be 'first half', 'other seeds' or 'all', got {fit_on!r}")
+    if law not in GROWTH_LAWS:
+        raise ValueError(f"law must be one of {sorted(GROWTH_LAWS)}, got {law!r}")
+    g = GROWTH_LAWS[law]
+    halves = [dict(h, t=g(h["t"])) for h in plateau_halves(steps, coef, exit_, end, start)]
+    P, target_y = len(halves), math.log(exit_coefficient(drop))
+    whole = np.array([_line(h["t"], h["y"])[1] if len(h["t"]) >= 2 else np.nan
+                      for h in halves])
+    lam, a = np.full(P, np.nan), np.full(P, np.nan)
+    for p, h in enumerate(halves):
+        if fit_on == "other seeds":
+            others = np.delete(whole, p)
+            if len(h["t"]) and np.isfinite(others).any():
+                lam[p] = np.nanmedian(others)
+                a[p] = h["y"][0] - lam[p] * h["t"][0]
+            continue
+        m = h["first"] if fit_on == "first half" else np.ones(len(h["t"]), bool)
+        if m.sum() >= 2:
+            a[p], lam[p], _ = _line(h["t"][m], h["y"][m])
+    fitted = np.isfinite(lam)
+    ok = fitted & (lam > 0)
+    pred = np.where(ok, (target_y - a) / np.where(ok, lam, 1.0), np.inf)
+    pred = np.exp(pred) if law == "power" else pred
+    ex = np.array([h["exit"] for h in halves])
+    seen = np.where(np.isfinite(ex), ex, float(end))
+    ratio = np.where(fitted, np.where(ok, seen / pred, np.where(np.isfinite(ex), 0.0, np.nan)),
+                     np.nan)
+    return dict(lam=lam, predicted=pred, exit=ex, ratio=ratio, fitted=fitted, fit_on=fit_on,
+                law=law)
+
+
+def forecast_summary(forecasts, n_boot: int = 2000, seed: int = 0) -> dict:
+    """The exit / predicted ratios of :func:`escape_forecast` pooled over ``forecasts`` (one
+    per length): ``median`` with a 95% bootstrap interval over seeds (``low``, ``high``;
+    a seed with lam <= 0 counts as ratio 0, a seed that never left at its lower bound),
+    ``within2`` (share within a factor 2), ``n`` (seeds fitted), ``failed`` (lam <= 0),
+    ``unfitted`` (too few logged plateau steps) and ``ratios``."""
+    r = np.concatenate([f["ratio"][f["fitted"]] for f in forecasts])
+    r = r[~np.isnan(r)]                      # a seed that never left, predicted never: no ratio
+    n_fit = sum(int(f["fitted"].sum()) for f in forecasts)
+    if not len(r):
+        raise ValueError("no seed has a fitted forecast")
+    med = lambda v: float(np.quantile(v, 0.5, method="inverted_cdf"))
+    rng = np.random.default_rng(seed)
+    boot = [med(r[rng.integers(0, len(r), len(r))]) for _ in range(n_boot)]
+    lo, hi = (float(np.quantile(boot, q, method="inverted_cdf")) for q in (0.025, 0.975))
+    return dict(median=med(r), low=lo, high=hi, within2=float(np.mean((r > 0.5) & (r < 2))),
+                n=len(r), failed=int(np.sum(r == 0)),
+                unfitted=sum(int((~f["fitted"]).sum()) for f in forecasts), ratios=r,
+                fitted=n_fit)
+
+
+def growth_heldout(cells, start: int = 10) -> list:
+    """Exponential against power-law growth of |c(t)| on each seed's plateau, by held-out
+    likelihood: per law (:data:`GROWTH_LAWS`), log|c| = a + b g(t) + sigma e fitted by least
+    squares on the first half of each plateau (:func:`plateau_halves`), sigma pooled over
+    the fit residuals of every seed of ``cells`` (each a tuple of :func:`plateau_logs`), and
+    the Gaussian log-likelihood of the second half's logged steps. Returns, per cell,
+    ``seeds`` (those scored: two fitted steps and one scored at least), per law ``loglik``
+    (per seed) and ``sigma``, and ``diff`` = exponential minus power (per seed)."""
+    halves = [plateau_halves(*c, start=start) for c in cells]
+    use = [[p for p, h in enumerate(hs) if h["first"].sum() >= 2 and (~h["first"]).any()]
+           for hs in halves]
+    out = [dict(seeds=u) for u in use]
+    for law, g in GROWTH_LAWS.items():
+        fits = [[_line(g(hs[p]["t"][hs[p]["first"]]), hs[p]["y"][hs[p]["first"]]) for p in u]
+                for hs, u in zip(halves, use)]
+        dof = sum(int(hs[p]["first"].sum()) - 2 for hs, u in zip(halves, use) for p in u)
+        if dof <= 0:
+            raise ValueError("too few logged plateau steps to estimate sigma")
+        sigma = math.sqrt(sum(f[2] for fs in fits for f in fs) / dof)
+        for o, hs, u, fs in zip(out, halves, use, fits):
+            ll = []
+            for p, (a, b, _) in zip(u, fs):
+                h = hs[p]
+                r = (h["y"][~h["first"]] - a - b * g(h["t"][~h["first"]])) / sigma
+                ll.append(float(np.sum(-0.5 * r * r - math.log(sigma * math.sqrt(2 * math.pi)))))
+            o[law] = dict(loglik=np.array(ll), sigma=sigma)
+    for o in out:
+        o["diff"] = o["exponential"]["loglik"] - o["power"]["loglik"]
+    return out
+
+
+def pooled_preference(diffs, n_boot: int = 2000, seed: int = 0) -> dict:
+    """The held-out log-likelihood difference (exponential minus power, :func:`growth_heldout`)
+    summed over the seeds of ``diffs`` (one array per length): ``total``, its 95% bootstrap
+    interval over seeds (``low``, ``high``), ``n`` seeds and ``prefer``: ``"exponential"``
+    (interval above 0), ``"power"`` (below) or ``"cannot tell"``."""
+    d = np.concatenate([np.asarray(x, float) for x in diffs])
+    if not len(d):
+        raise ValueError("no seed was scored")
+    rng = np.random.default_rng(seed)
+    boot = [d[rng.integers(0, len(d), len(d))].sum() for _ in range(n_boot)]
+    lo, hi = np.quantile(boot, [0.025, 0.975])
+    prefer = "exponential" if lo > 0 else "power" if hi < 0 else "cannot tell"
+    return dict(total=float(d.sum()), low=float(lo), high=float(hi), n=len(d), prefer=prefer)
+
+
+#: The three verdicts a row of the chapter's table can carry.
+VERDICTS = ("decided", "consistent, does not discriminate", "rejected")
+
+
+def verdict(seen: bool, against: bool, shared: bool = False) -> str:
+    """A prediction's verdict from what was measured: ``"rejected"`` when the measurement
+    resolves the opposite (``against``); ``"decided"`` when it resolves the prediction
+    (``seen``) and the rival explanations do not predict it too (``shared`` False); else
+    ``"consistent, does not discriminate"`` (seen but shared, or not resolved either way)."""
+    if seen and against:
+        raise ValueError("a measurement cannot both resolve a prediction and its opposite")
+    return VERDICTS[2] if against else VERDICTS[0] if seen and not shared else VERDICTS[1]
 
 
 # ---- how chapter 6's pages print numbers (tables: sensbook.pages.html_table) -------------

@@ -434,8 +434,6 @@ def test_escape_rates_recover_the_growth_rate_on_the_plateau():
     np.testing.assert_array_equal(er["t0"], [10, 10, 10])           # the first plateau step
     np.testing.assert_allclose(er["c0"], [1e-3 * np.exp(0.04), 1e-4 * np.exp(0.02),
                                           1e-3 * np.exp(0.01)], rtol=1e-9)
-    want = 10 + np.log(1 / er["c0"]) / er["lam"]
-    np.testing.assert_allclose(er["predicted"], want)
     walk = ch6x.plateau_walk(row)
     np.testing.assert_allclose(walk["plateau_low"], 1.5)
     np.testing.assert_allclose(walk["after_exit"], [0.01, 0.01, np.nan])   # none logged after
@@ -623,3 +621,97 @@ def test_run_config_perturb_trains_the_same_seeds_one_ulp_away():
     for n in ch6t.noise_configs("ci"):
         assert n["perturb"] == 1 and len(n["seeds"]) == ch6t.NOISE_SEEDS
         assert n["sharpness"] is n["basin"] is n["signal"] is n["mechanism"] is None
+
+
+# ---- plateau verdicts that can lose (issue 44, item 5) ----------------------------------
+_STEPS = np.array([1, 2, 4, 9, 18, 38, 79, 163, 338, 700, 1449, 3000], float)
+
+
+def test_exit_coefficient_is_the_least_coefficient_a_loss_below_the_exit_allows():
+    cs = ch6x.exit_coefficient(0.1)
+    # T a multiple of chi (labels y = -chi): the loss is log(1 + e^-|c|), log 2 - 0.1 at c*
+    assert math.log1p(math.exp(-cs)) == pytest.approx(math.log(2) - 0.1, rel=1e-12)
+    # any T (Jensen): a loss at most log 2 - 0.1 needs |c| >= c*
+    rng = np.random.default_rng(0)
+    chi = rng.choice([-1.0, 1.0], 4096)
+    for _ in range(200):
+        T = rng.normal(0, rng.uniform(0.01, 3), 4096) - rng.uniform(0, 0.5) * chi
+        loss, c = np.mean(np.log1p(np.exp(chi * T))), abs(np.mean(T * chi))   # y T = -chi T
+        assert loss > math.log(2) - 0.1 or c >= cs
+    with pytest.raises(ValueError, match="drop"):
+        ch6x.exit_coefficient(1.0)
+
+
+def _exponential(lam, c0, budget=3000, noise=0.0, seed=0):
+    """|c(t)| = c0 e^(lam t) (times log-normal noise), exits where it reaches c*."""
+    lam, c0 = np.asarray(lam, float), np.asarray(c0, float)
+    rng = np.random.default_rng(seed)
+    coef = c0 * np.exp(np.outer(_STEPS, lam) + noise * rng.standard_normal((len(_STEPS), len(lam))))
+    ex = np.log(ch6x.exit_coefficient() / c0) / lam
+    return _STEPS, coef, np.where(ex < budget, ex, np.inf), budget
+
+
+def test_escape_forecast_is_exact_on_a_noiseless_exponential():
+    logs = _exponential([0.004, 0.01, 0.02, 0.002], [1e-3, 1e-4, 1e-5, 1e-5])
+    for how in ("first half", "other seeds", "all"):
+        f = ch6x.escape_forecast(*logs, fit_on=how)
+        if how == "other seeds":                 # the others' rates are not this seed's
+            continue
+        np.testing.assert_allclose(f["lam"], [0.004, 0.01, 0.02, 0.002], rtol=1e-8)
+        np.testing.assert_allclose(f["predicted"][:3], logs[2][:3], rtol=1e-8)
+        np.testing.assert_allclose(f["ratio"][:3], 1.0, rtol=1e-8)
+        # the last never leaves within 3000 steps: its ratio is the lower bound 3000 / exit
+        assert f["ratio"][3] == pytest.approx(3000 * 0.002 / math.log(0.2111 / 1e-5), rel=1e-3)
+    same = _exponential([0.01] * 4, [1e-3, 1e-4, 1e-5, 1e-4])
+    f = ch6x.escape_forecast(*same, fit_on="other seeds")
+    np.testing.assert_allclose(f["ratio"], 1.0, rtol=1e-8)
+
+
+def test_escape_forecast_does_not_see_the_scored_half_and_counts_failures():
+    steps, coef, ex, end = _exponential([0.004, 0.01], [1e-3, 1e-4])
+    late = steps[:, None] >= (10 + ex) / 2
+    moved = np.where(late, coef * 50.0, coef)
+    a, b = (ch6x.escape_forecast(steps, c, ex, end) for c in (coef, moved))
+    np.testing.assert_array_equal(a["predicted"], b["predicted"])       # out of sample
+    inn = [ch6x.escape_forecast(steps, c, ex, end, fit_on="all") for c in (coef, moved)]
+    assert not np.allclose(inn[0]["predicted"], inn[1]["predicted"])   # the in-sample fit moves
+    # a rate <= 0 on a seed that left is a failed prediction: ratio 0, kept in the summary
+    flat = np.where(late, coef, 1e-3)
+    flat[:, 1] = coef[:, 1]
+    f = ch6x.escape_forecast(steps, np.where(late, coef, flat * np.exp(-1e-4 * steps)[:, None]),
+                             ex, end)
+    assert f["lam"][0] < 0 and f["ratio"][0] == 0 and f["predicted"][0] == np.inf
+    s = ch6x.forecast_summary([f])
+    assert s["failed"] == 1 and s["n"] == 2 and s["within2"] == 0.5
+
+
+def test_heldout_growth_prefers_the_law_that_made_the_data():
+    rng = np.random.default_rng(1)
+    lam = rng.uniform(0.005, 0.02, 8)
+    expo = _exponential(lam, 10 ** rng.uniform(-5, -3, 8), noise=0.3, seed=2)
+    k, c1 = rng.uniform(0.8, 2.0, 8), 10 ** rng.uniform(-6, -4, 8)
+    ex = (ch6x.exit_coefficient() / c1) ** (1 / k)
+    coef = c1 * _STEPS[:, None] ** k * np.exp(0.3 * rng.standard_normal((len(_STEPS), 8)))
+    power = (_STEPS, coef, np.where(ex < 3000, ex, np.inf), 3000)
+    for logs, law in ((expo, "exponential"), (power, "power")):
+        (g,) = ch6x.growth_heldout([logs])
+        assert len(g["seeds"]) >= 4
+        assert ch6x.pooled_preference([g["diff"]])["prefer"] == law, (law, g["diff"])
+        # and the forecast of the exit from the first half: the true law's is near 1
+        s = {w: ch6x.forecast_summary([ch6x.escape_forecast(*logs, law=w)])["median"]
+             for w in ch6x.GROWTH_LAWS}
+        assert 0.6 < s[law] < 1.6, s
+    # a model that does not move (|c| noise about a constant, never leaving): no preference
+    still = (_STEPS, 1e-4 * np.exp(0.3 * rng.standard_normal((len(_STEPS), 8))),
+             np.full(8, np.inf), 3000)
+    (g,) = ch6x.growth_heldout([still])
+    assert ch6x.pooled_preference([g["diff"]])["prefer"] != "exponential"
+
+
+def test_verdict_labels():
+    assert ch6x.verdict(True, False) == "decided"
+    assert ch6x.verdict(True, False, shared=True) == "consistent, does not discriminate"
+    assert ch6x.verdict(False, False) == "consistent, does not discriminate"
+    assert ch6x.verdict(False, True) == "rejected"
+    with pytest.raises(ValueError):
+        ch6x.verdict(True, True)

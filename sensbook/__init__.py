@@ -52,7 +52,7 @@ from .profile import (Profile, profile_from_table, sampled_profile, sensitivity_
 from .profiles import compare_profiles, plot_profile
 from .survival import (censored_contrast, fit_aft, heldout_loglik, kaplan_meier, logrank,
                        profile_interval)
-from .mechanism import blowup, eos_mechanism
+from .mechanism import blowup, eos_mechanism, eos_regime
 from .interventions import (effect, fix_attention, freeze_norms, patch, variance_summary)
 from .interventions import scores as intervened_scores
 from .pages import STYLE, explore, html_table, text_table, use_style

@@ -10,6 +10,7 @@ query's softmax puts nearly all its weight on one position (hard attention).
 """
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 from .adapters import check_not_meta
@@ -113,6 +114,77 @@ def eos_mechanism(model: Recognizer, x, *, chunk: int | None = None,
                 att_max=wmax.median(1).values.numpy(), att_where=pos.numpy(),
                 att_share=(top.double() / B).numpy())
 
+
+
+#: The names :func:`eos_regime` gives a model, by what it uses at eos.
+REGIMES = ("attention focus", "layer norm at cap", "both", "neither")
+#: Thresholds of :func:`eos_regime`: attention is *focused* when the eos query puts at least
+#: ``focus`` of its weight on one position in some layer; a layer norm is *at its cap* when
+#: its eos coefficient z reaches ``at_cap`` of :math:`1/\sqrt{\varepsilon}` (Lemma 3.2), or,
+#: at :math:`\varepsilon = 0` (no cap), reaches ``z_eps0`` (the cap of eps = 0.01).
+REGIME_THRESHOLDS = dict(focus=0.5, at_cap=0.9, z_eps0=10.0)
+
+
+@torch.no_grad()
+def eos_regime(model: Recognizer, x, *, focus: float = REGIME_THRESHOLDS["focus"],
+               at_cap: float = REGIME_THRESHOLDS["at_cap"],
+               z_eps0: float = REGIME_THRESHOLDS["z_eps0"]) -> dict:
+    r"""What each model uses at eos on a few strings: attention focus, a layer norm at its cap.
+
+    Parameters
+    ----------
+    model : Recognizer
+        A population of P models (its ``eps`` sets the cap).
+    x : torch.Tensor
+        0/1 strings ``(B, N)`` (e.g. a string and its flip); the largest value over them is read.
+    focus : float
+        The eos attention weight on one position, in (0, 1], from which attention is focused.
+    at_cap : float
+        The share of the cap :math:`1/\sqrt{\varepsilon}`, in (0, 1], from which a layer norm
+        is at its cap (for :math:`\varepsilon > 0`).
+    z_eps0 : float
+        The z from which a layer norm counts as at its cap when :math:`\varepsilon = 0`.
+
+    Returns
+    -------
+    dict
+        ``att`` ``(P, L)``: the largest eos attention weight per layer (over heads, positions
+        and strings; uniform attention gives :math:`1/(N+1)`); ``z`` ``(P, 2L)``: the largest
+        eos coefficient :math:`z = 1/\sqrt{\mathrm{var} + \varepsilon}` of each layer norm;
+        ``z_cap`` (float, inf at :math:`\varepsilon = 0`); ``z_share`` ``(P, 2L)``: z over
+        the cap (0 at :math:`\varepsilon = 0`); ``regime``: one of ``REGIMES`` per model
+        ("neither" also for a model with a non-finite z or weight).
+
+    Notes
+    -----
+    The two amplifiers of a flip at large N (chapter 3): a score range wide enough for the eos
+    softmax to hold one position (its weight then does not fall like 1/N), and layer norms,
+    whose factor z is at most :math:`1/\sqrt{\varepsilon}` (Lemma 3.2; the blowup
+    :math:`\beta` of Lemma 2.9 is the product over layer norms of :math:`\max_n (1 + z)`).
+    """
+    if not isinstance(model, Recognizer):
+        raise TypeError(f"model must be a Recognizer, got {type(model).__name__}")
+    for name, v, hi in (("focus", focus, 1.0), ("at_cap", at_cap, 1.0), ("z_eps0", z_eps0, None)):
+        if not (isinstance(v, (int, float)) and v > 0 and (hi is None or v <= hi)):
+            raise ValueError(f"{name} must be a number in (0, {hi or 'inf'}], got {v!r}")
+    x = check_strings(torch.as_tensor(x))
+    if x.dim() != 2 or len(x) == 0:
+        raise ValueError(f"x must be a non-empty (B, N) batch of strings, got shape "
+                         f"{tuple(x.shape)}")
+    x = x.to(model.dtype)
+    _, tr = model.trace(x)
+    z = tr.z[..., -1].double().amax(1).cpu().numpy()               # (P, 2L): eos, over strings
+    att = model.eos_attention(x)[1].double().amax((1, 3, 4)).cpu().numpy()   # (P, L)
+    eps = float(model.eps)
+    cap = eps ** -0.5 if eps > 0 else float("inf")
+    share = z / cap
+    uses_att = att.max(1) >= focus
+    uses_ln = (share.max(1) >= at_cap) if eps > 0 else (z.max(1) >= z_eps0)
+    finite = np.isfinite(z).all(1) & np.isfinite(att).all(1)
+    regime = [REGIMES[3] if not ok else REGIMES[2] if a and n else REGIMES[0] if a
+              else REGIMES[1] if n else REGIMES[3]
+              for ok, a, n in zip(finite, uses_att, uses_ln)]
+    return dict(att=att, z=z, z_cap=cap, z_share=share, regime=regime)
 
 
 def blowup(model: Recognizer, x) -> torch.Tensor:

@@ -48,3 +48,46 @@ def test_bad_input_is_named():
         eos_mechanism(m, sb.strings(3), chunk=0)
     with pytest.raises(TypeError, match="Recognizer"):
         eos_mechanism(object(), sb.strings(3))
+
+
+@pytest.mark.parametrize("eps", [0.0, 0.1])
+def test_regime_names_the_constructions_by_the_mechanism_they_are_built_with(eps):
+    """The hard FIRST holds x_1 by attention (weight 1 on one position, every layer norm below
+    its cap); the uniform FIRST and PARITY constructions average (weights 1/(N+1)) and amplify
+    through their last layer norm at eos, at the cap 1/sqrt(eps) (at eps = 0: z above 10)."""
+    N = 64
+    x = sb.random_strings(N, 2, seed=N).double()
+    hard = sb.eos_regime(sb.first_hard_transformer(eps=eps), x)
+    assert hard["regime"] == ["attention focus"]
+    assert hard["att"][0, -1] == pytest.approx(1.0, abs=1e-9)
+    for m in (sb.first_transformer(eps=eps), sb.parity_transformer(N, eps=eps)):
+        got = sb.eos_regime(m, x)
+        assert got["regime"] == ["layer norm at cap"], got
+        assert got["att"].max() < 2 / (N + 1)                    # near-uniform attention
+    # the numbers are those of the trace and the attention, read independently
+    m = sb.parity_transformer(N, eps=eps)
+    _, tr = m.trace(x, inputs=True)
+    var = tr.inputs[0, :, :, -1].var(-1, unbiased=False)          # (B, 2L) at eos
+    got = sb.eos_regime(m, x)
+    np.testing.assert_allclose(got["z"][0], (1 / torch.sqrt(var + eps)).amax(0).numpy(),
+                               rtol=1e-9)
+    _, w = m.eos_attention(x)
+    np.testing.assert_allclose(got["att"][0], w[0].amax(-1).amax(-1).amax(0).numpy())
+    if eps > 0:
+        assert got["z_cap"] == pytest.approx(eps ** -0.5)
+        assert (got["z"] <= got["z_cap"] * (1 + 1e-12)).all()    # Lemma 3.2
+        # the thresholds decide: the hard FIRST's first layer norm is at 0.61 of its cap
+        assert sb.eos_regime(sb.first_hard_transformer(eps=eps), x, at_cap=0.6)["regime"] == [
+            "both"]
+        assert sb.eos_regime(sb.first_transformer(eps=eps), x, at_cap=1.0)["regime"] == [
+            "neither"]
+
+
+def test_regime_refuses_bad_thresholds():
+    m = sb.first_hard_transformer(eps=0.1)
+    with pytest.raises(ValueError, match="focus"):
+        sb.eos_regime(m, sb.strings(3), focus=0.0)
+    with pytest.raises(ValueError, match="at_cap"):
+        sb.eos_regime(m, sb.strings(3), at_cap=1.5)
+    with pytest.raises(ValueError, match="x must be"):
+        sb.eos_regime(m, torch.zeros(3))

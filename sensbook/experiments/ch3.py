@@ -13,7 +13,8 @@ from ..constructions import (construction_parameters, count_threshold_transforme
                              first_hard_transformer, score_gap)
 from ..geometry import (distinct_functions, flip_bits, lipschitz_theta, maximise_blowup,
                         random_strings, recognition)
-from ..hinge import converged_influence, flip_hinge, lemma29_ratio
+from ..hinge import converged_influence, flip_hinge, lemma29_ratio, maximise_influence
+from ..mechanism import eos_regime
 from ..boolean import Dictator
 from ..model import Recognizer
 from ..train import (Protocol, accuracy, eval_schedule, held_out_strings, init_population,
@@ -82,6 +83,24 @@ def _ladder(c, make, x, box):
     return rec, r["model"]
 
 
+def _best_theta(make, model, start, end):
+    """The one theta (a population of 1) with the largest flip among a run's starts (before the
+    search: rebuilt by ``make``) and ends (``model``)."""
+    i, j = int(start.argmax()), int(end.argmax())
+    return make().select([i]) if start[i] > end[j] else model.select([j])
+
+
+def _regime(m, x):
+    """:func:`sensbook.mechanism.eos_regime` of one theta on ``x`` and ``x`` with its largest
+    flip's bit flipped: the JSON-able record (``att`` per layer, ``z`` per layer norm, the
+    ``regime``)."""
+    dT = flip_hinge(m, x, blowups=False)["dT"][0, 0]
+    xs = x.repeat(2, 1)
+    xs[1, int(dT.argmax())] = 1 - xs[1, int(dT.argmax())]
+    r = eos_regime(m, xs)
+    return dict(att=r["att"][0].tolist(), z=r["z"][0].tolist(), regime=r["regime"][0])
+
+
 def box_scan_one(c: dict) -> dict:
     """The box scan: the largest flip over theta in [-B, B]^M (``c["B"]``) at length ``c["N"]``
     and layer-norm ``c["eps"]``, in the worst-case architecture, run to convergence
@@ -93,7 +112,14 @@ def box_scan_one(c: dict) -> dict:
     (the scaled construction's score gap, :func:`score_gap`; 0 without the feature) and
     ``n_fixed`` (how many analytic starts precede the random ones) and ``end_ratio`` (per
     start): max over the N bits of Lemma 2.9's ratio N |Delta T_i| / (beta(x) beta(x xor e_i))
-    at the last run's end, with the measured blowups (a lower bound on its constant C)."""
+    at the last run's end, with the measured blowups (a lower bound on its constant C).
+
+    With ``c["more"]`` (a cell a conclusion reads) the cell is checked (``check``): from the
+    same analytic starts and ``c["P"] + c["more"]`` random ones, :data:`CHECK` ``["long"]``
+    times the ladder's last step count with its decaying step sizes, and ``["span"]`` times at
+    the constant step size ``["constant"]`` B (a second schedule); ``check["best"]`` holds each
+    run's best. ``mechanism``: what the theta of the largest flip found (over every run) uses
+    at eos (:func:`_regime`), with ``value`` its flip."""
     B = c["B"]
     x = random_strings(c["N"], 1, seed=c["N"]).double()
     fixed = [count_threshold_transformer(int(x.sum()), c["N"], B=B).flat()]
@@ -104,17 +130,37 @@ def box_scan_one(c: dict) -> dict:
         gap = score_gap(hard, c["N"]).item()
         fixed.insert(0, hard.flat())
 
-    def make():
-        rnd = Recognizer.random(c["P"], eps=c["eps"], init="uniform", scale=B, seed=c["seed"],
-                                dtype=torch.float64, device=device(),
-                                mark_first=c["mark_first"], **WORST_ARCH)
-        theta = torch.cat([f.to(rnd.flat()) for f in fixed] + [rnd.flat()])
-        return rnd.like(len(theta)).set_flat(theta)
+    def starts(P):
+        def make():
+            rnd = Recognizer.random(P, eps=c["eps"], init="uniform", scale=B, seed=c["seed"],
+                                    dtype=torch.float64, device=device(),
+                                    mark_first=c["mark_first"], **WORST_ARCH)
+            theta = torch.cat([f.to(rnd.flat()) for f in fixed] + [rnd.flat()])
+            return rnd.like(len(theta)).set_flat(theta)
+        return make
+    make = starts(c["P"])
     rec, m = _ladder(c, make, x, B)
     h = flip_hinge(m, x)
     ratio = lemma29_ratio(c["N"], h["dT"][:, 0].double().cpu().numpy(),
                           h["beta_pair"][:, 0].double().cpu().numpy()).max(-1)
-    return {**rec, "gap": gap, "n_fixed": len(fixed), "end_ratio": enc(ratio)}
+    top = (rec["best"][-1], _best_theta(make, m, dec(rec["start"]), dec(rec["end"])))
+    out = {**rec, "gap": gap, "n_fixed": len(fixed), "end_ratio": enc(ratio)}
+    if c.get("more"):
+        last, bits = rec["steps"][-1], flip_bits(c["N"], c["K"])
+        runs = [("decay", CHECK["long"] * last, (c["lr"][0] * B, c["lr"][1] * B)),
+                ("constant", CHECK["span"] * last, (CHECK["constant"] * B,) * 2)]
+        make = starts(c["P"] + c["more"])
+        out["check"] = dict(schedule=[], steps=[], best=[])
+        for name, steps, lr in runs:
+            mv = make()
+            start, end = maximise_influence(mv, x, bits, steps=steps, lr=lr, box=B)
+            b = float(max(start.max(), end.max()))
+            for k, v in zip(("schedule", "steps", "best"), (name, steps, b)):
+                out["check"][k].append(v)
+            if b > top[0]:
+                top = (b, _best_theta(make, mv, start, end))
+    out["mechanism"] = {**_regime(top[1], x), "value": float(top[0])}
+    return out
 
 
 def recognition_one(c: dict) -> dict:
@@ -171,26 +217,39 @@ LR = [0.5, 0.01]
 
 #: The box scan: half-widths B of the box, layer-norm eps and lengths N per scale.
 #: ``unmarked``: the B at which the scan also runs without the feature 1[n = 1] (eps = 0 and
-#: 0.1 at B = 1, eps = 0.1 below).
+#: 0.1 at B = 1, eps = 0.1 below). ``check``: the (B, eps) cells (with the feature) that a
+#: conclusion of the chapter reads as converged, searched again (:data:`CHECK`) from ``more``
+#: further random starts; every other cell is a lower bound only.
 BOX = dict(
-    ci=dict(B=[0.03, 1.0], eps=[0.0, 0.1], Ns=[8, 32, 128], P=2, unmarked=[1.0]),
+    ci=dict(B=[0.03, 1.0], eps=[0.0, 0.1], Ns=[8, 32, 128], P=2, unmarked=[1.0],
+            check=[(0.03, 0.1)], more=2),
     book=dict(B=[0.03, 0.06, 0.125, 1.0], eps=[0.0, 0.1], Ns=[8, 32, 128, 256], P=3,
-              unmarked=[0.125, 1.0]),
+              unmarked=[0.125, 1.0], check=[(0.03, 0.1)], more=3),
     paper=dict(B=[0.03, 0.045, 0.06, 0.09, 0.125, 0.18, 0.25, 0.35, 0.5, 0.7, 1.0],
                eps=[0.0, 0.01, 0.1, 1.0], Ns=[8, 32, 128, 256, 512, 1024], P=8,
-               unmarked=[0.06, 0.125, 0.25, 1.0]),
+               unmarked=[0.06, 0.125, 0.25, 1.0],
+               check=[(B, e) for B in (0.03, 0.06, 0.125, 1.0) for e in (0.01, 0.1, 1.0)],
+               more=8),
 )
+#: The check of a cell a conclusion reads: a run ``long`` times the ladder's last step count
+#: with the ladder's decaying step sizes, and one ``span`` times it at the constant step size
+#: ``constant`` B (a second schedule), both from more starts. The cell is *converged* when the
+#: ladder's last run and both agree within 10 %; otherwise it is still rising (a lower bound).
+CHECK = dict(long=5, span=2, constant=0.05, tol=0.1)
 
 
 def _ch3_box_configs(scale):
     """Every (B, eps, N) of ``BOX`` with the feature 1[n = 1]; and without it (its ablation)
-    at the ``unmarked`` B: eps = 0 and 0.1 at B = 1, eps = 0.1 below."""
+    at the ``unmarked`` B: eps = 0 and 0.1 at B = 1, eps = 0.1 below. ``more`` > 0 on the
+    checked cells."""
     s, lad = pick(scale, **BOX), pick(scale, **LADDER)
 
     def one(B, e, N, mark):
         steps = lad["steps"] // 2 if e == 0 else lad["steps"]
+        more = s["more"] if mark and (B, e) in s["check"] else 0
         return dict(B=B, eps=e, N=N, P=s["P"], K=4, lr=LR, seed=N, mark_first=mark,
-                    steps=steps, cap=lad["cap" if mark else "cap_unmarked"], **WORST_ARCH)
+                    steps=steps, cap=lad["cap" if mark else "cap_unmarked"], more=more,
+                    **WORST_ARCH)
     return ([one(B, e, N, True) for B in s["B"] for e in s["eps"] for N in s["Ns"]]
             + [one(B, e, N, False) for B in s["unmarked"] for e in EPS
                if B == 1.0 or e > 0 for N in s["Ns"]])
@@ -198,13 +257,21 @@ def _ch3_box_configs(scale):
 
 def box_curves(configs, results) -> dict:
     """The box scan as {(B, eps, mark_first): cell}, each cell a dict of arrays over its lengths
-    ``Ns``: ``best`` the largest flip max_i |Delta T_i| found over all starts by the last
-    (converged or capped) run, ``prev`` that of the run before it (half the steps),
-    ``converged`` (bool per N), ``steps`` (the last run's), ``starts`` (len(Ns), n) each start's
-    best (the analytic starts first), ``random_start``, ``random`` and ``random_prev``
-    (len(Ns), P) the random starts' values before the search and at the end of the last two
-    runs, ``end_ratio`` (len(Ns),) the largest Lemma 2.9 ratio at the last run's ends, and ``ceiling`` = 2 B D, the largest flip any theta
-    of the box allows (:func:`count_threshold_transformer` reaches it at eps = 0)."""
+    ``Ns``: ``ladder`` the largest flip max_i |Delta T_i| found over all starts by the ladder's
+    last run, ``prev`` that of the run before it (half the steps), ``stalled`` (bool per N:
+    the ladder's doubling changed it by < 10 %), ``checked`` (a second search ran:
+    ``check_best`` (len(Ns), 2) its two runs' best, NaN where none), ``converged`` (checked,
+    and the ladder's last and both check runs agree within ``CHECK["tol"]``: every other
+    length is a lower bound, still rising or unchecked), ``best`` the largest flip found by
+    any run (a lower bound on the worst case), ``steps`` (the ladder's last run's), ``starts``
+    (len(Ns), n) each start's best (the analytic starts first), ``random_start``, ``random``
+    and ``random_prev`` (len(Ns), P) the random starts' values before the search and at the
+    end of the ladder's last two runs, ``end_ratio`` (len(Ns),) the largest Lemma 2.9 ratio
+    at the last run's ends, ``att`` (len(Ns), L) and ``z`` (len(Ns), 2L) the largest eos
+    attention weight per layer and eos layer-norm z of the theta of ``best``, ``regime``
+    (list) its name (:func:`sensbook.mechanism.eos_regime`), and ``ceiling`` = 2 B D, the
+    largest flip any theta of the box allows (:func:`count_threshold_transformer` reaches it at
+    eps = 0)."""
     cells = {}
     for c, r in zip(configs, results):
         cells.setdefault((c["B"], c["eps"], c["mark_first"]), []).append((c, r))
@@ -213,32 +280,42 @@ def box_curves(configs, results) -> dict:
         rows.sort(key=lambda t: t[0]["N"])
         nf = rows[0][1]["n_fixed"]
         both = lambda r, i: np.maximum(dec(r["start"]), dec(r["ends"][i]))
-        out[k] = dict(Ns=np.array([c["N"] for c, _ in rows]),
-                      best=np.array([r["best"][-1] for _, r in rows]),
+        ladder = np.array([r["best"][-1] for _, r in rows])
+        chk = np.array([r["check"]["best"] if "check" in r else [np.nan] * 2 for _, r in rows])
+        runs = np.column_stack([ladder, chk])
+        agree = np.nanmax(runs, 1) - np.nanmin(runs, 1) < CHECK["tol"] * np.nanmax(runs, 1)
+        mech = [r["mechanism"] for _, r in rows]
+        out[k] = dict(Ns=np.array([c["N"] for c, _ in rows]), ladder=ladder,
+                      best=np.nanmax(runs, 1), check_best=chk,
                       prev=np.array([r["best"][-2] for _, r in rows]),
-                      converged=np.array([r["converged"] for _, r in rows]),
+                      stalled=np.array([r["converged"] for _, r in rows]),
+                      checked=np.isfinite(chk).all(1),
+                      converged=np.isfinite(chk).all(1) & agree,
                       steps=np.array([r["steps"][-1] for _, r in rows]),
                       end_ratio=np.array([dec(r["end_ratio"]).max() for _, r in rows]),
                       starts=np.stack([both(r, -1) for _, r in rows]),
                       random_start=np.stack([dec(r["start"])[nf:] for _, r in rows]),
                       random=np.stack([dec(r["ends"][-1])[nf:] for _, r in rows]),
                       random_prev=np.stack([dec(r["ends"][-2])[nf:] for _, r in rows]),
-                      ceiling=2 * k[0] * rows[0][0]["D"])
+                      att=np.array([m["att"] for m in mech]), z=np.array([m["z"] for m in mech]),
+                      regime=[m["regime"] for m in mech], ceiling=2 * k[0] * rows[0][0]["D"])
     return out
 
 
 def crossover(cell) -> tuple | None:
     """N*: where the hard-attention line through the shortest length (N |Delta T| growing like
     N from its value there) reaches the value at the longest, N_max best(N_max) / best(N_min),
-    with the range it takes over the last two runs of the search at both lengths (the search's
-    own uncertainty). None unless every length of the cell converged and N* lies inside
-    (2 N_min, N_max / 2) (otherwise it brackets nothing: hard attention throughout, or the
-    1/N regime from the start)."""
+    with the range it takes over the ladder's last two runs at both lengths and the check's
+    runs (the search's own uncertainty). None unless every length of the cell converged (its
+    check agreeing: ``converged``) and N* lies inside (2 N_min, N_max / 2) (otherwise it
+    brackets nothing: hard attention throughout, or the 1/N regime from the start)."""
     if not cell["converged"].all():
         return None
     Ns = cell["Ns"]
-    vals = [Ns[-1] * hi / lo for hi in (cell["best"][-1], cell["prev"][-1])
-            for lo in (cell["best"][0], cell["prev"][0])]
+    runs = lambda j: [cell["best"][j], cell["prev"][j],
+                      *np.asarray(cell.get("check_best", [[np.nan]] * len(Ns)))[j]]
+    hi_, lo_ = [v for v in runs(-1) if np.isfinite(v)], [v for v in runs(0) if np.isfinite(v)]
+    vals = [Ns[-1] * hi / lo for hi in hi_ for lo in lo_]
     n_star = Ns[-1] * cell["best"][-1] / cell["best"][0]
     if not 2 * Ns[0] < n_star < Ns[-1] / 2:
         return None
@@ -436,11 +513,15 @@ def _worst_cost(c):
 def _box_cost(c):
     """The ladder's steps: s + 2 s at eps = 0 (the danger-zone start sits at the ceiling),
     s + 2 s + 4 s otherwise (most cells need the second doubling), s + ... + 16 s without the
-    feature 1[n = 1] from N = 128 on (at book scale those cells took 2 to 6 runs)."""
+    feature 1[n = 1] from N = 128 on (at book scale those cells took 2 to 6 runs); a checked
+    cell adds (long + span) times the ladder's last (4 s) from ``more`` further starts."""
     strings = 2 + len(flip_bits(c["N"], c["K"]))
     long_unmarked = not c["mark_first"] and c["N"] >= 128
     steps = c["steps"] * (3 if c["eps"] == 0 else 31 if long_unmarked else 7)
-    return 0.3 + steps * (3.5e-3 + 4.3e-10 * (c["P"] + 2) * strings * _work(c, c["N"] + 1))
+    step = lambda P: 3.5e-3 + 4.3e-10 * (P + 2) * strings * _work(c, c["N"] + 1)
+    more = c.get("more", 0)
+    check = 4 * c["steps"] * (CHECK["long"] + CHECK["span"]) * step(c["P"] + more) if more else 0
+    return 0.3 + steps * step(c["P"]) + check
 
 
 def _dictator_cost(c):

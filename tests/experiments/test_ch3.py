@@ -37,6 +37,38 @@ def test_box_scan_runner_reaches_the_ceiling_at_eps_0_and_records_every_run():
     assert cell["ceiling"] == pytest.approx(2.4) and cell["random"].shape == (1, 1)
 
 
+
+def test_box_scan_check_runs_two_schedules_from_more_starts_and_names_the_best_theta():
+    """A checked cell (``more`` > 0) runs the decaying schedule for CHECK["long"] times the
+    ladder's last step count and the constant one for CHECK["span"] times it; box_curves calls
+    it converged only when the three agree within 10 %, and its best is the largest of all;
+    the mechanism record is eos_regime's of a theta whose flip is that best."""
+    c = dict(B=0.5, eps=0.1, N=8, P=1, K=4, lr=ch3.LR, seed=8, mark_first=True, steps=4,
+             cap=16, more=1, **ch3.WORST_ARCH)
+    r = ch3.box_scan_one(c)
+    last = r["steps"][-1]
+    assert r["check"]["schedule"] == ["decay", "constant"]
+    assert r["check"]["steps"] == [ch3.CHECK["long"] * last, ch3.CHECK["span"] * last]
+    cell = ch3.box_curves([c], [r])[0.5, 0.1, True]
+    runs = [r["best"][-1], *r["check"]["best"]]
+    assert cell["best"][0] == max(runs) == pytest.approx(r["mechanism"]["value"])
+    assert cell["converged"][0] == (max(runs) - min(runs) < 0.1 * max(runs))
+    assert cell["checked"][0] and r["mechanism"]["regime"] in sb.mechanism.REGIMES
+    assert len(r["mechanism"]["att"]) == 2 and len(r["mechanism"]["z"]) == 4
+    # an unchecked cell is never converged, whatever its ladder did
+    c0 = {**c, "more": 0}
+    r0 = ch3.box_scan_one(c0)
+    cell0 = ch3.box_curves([c0], [r0])[0.5, 0.1, True]
+    assert "check" not in r0 and not cell0["checked"][0] and not cell0["converged"][0]
+    assert cell0["best"][0] == r0["best"][-1]
+
+
+def test_box_scan_checks_the_cells_conclusions_read():
+    for scale in ("ci", "book"):
+        box = ch3.BOX[scale]
+        checked = {(c["B"], c["eps"]) for c in ch3._ch3_box_configs(scale) if c["more"]}
+        assert checked == set(box["check"]) and (min(box["B"]), ch3.EPS[-1]) in checked
+
 def _cell(best, prev, converged, Ns=(8, 32, 128)):
     return dict(Ns=np.array(Ns), best=np.array(best, float), prev=np.array(prev, float),
                 converged=np.array(converged))

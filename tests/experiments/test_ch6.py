@@ -470,6 +470,7 @@ def test_pages_print_numbers_as_text_and_tables_as_html():
 def test_intervention_runner_on_a_tiny_cell_against_the_instrument():
     c = dict(ch6x.intervention_configs("ci")[0], N=4, seeds=[0, 1])
     c["protocol"] = {**c["protocol"], "steps": 20}
+    c["v_N"] = ch6x.danger_threshold(4, c["protocol"]["eps"])
     r = ch6x.intervention_one(c)
     names = set(ch6x.interventions_of(2, 4)) | {"trained"}
     assert set(r["accuracy"]) == set(r["agree"]) == set(r["margin"]) == names
@@ -485,8 +486,48 @@ def test_intervention_runner_on_a_tiny_cell_against_the_instrument():
     assert r["agree"]["last LN at eos"] == ((T > 0) == (T0 > 0)).double().mean(1).tolist()
     for share in r["patch"].values():
         assert all(0 <= s <= 1 for s in share)
-    assert sorted(r["patch"]) == [f"{b} 1 {p}" for b in (0, 2, 3) for p in ("bit", "eos")]
-    assert np.shape(r["below"]) == (2, 2, 4)
+    assert sorted(r["patch"]) == [f"{b} 1 {p}" for b in (0, 1, 3) for p in ("bit", "eos")]
+    # the flip of a bit PARITY reads changes the label of every string the model gets right
+    acc = np.array(r["accuracy"]["trained"])
+    assert (np.array(r["flips"]["0"]) >= 2 * acc - 1 - 1e-12).all()
+    # per layer norm and position, after and before training, against v_N = 1/4 - eps
+    v_N = c["v_N"]
+    assert v_N == pytest.approx(0.25 - 1e-5)
+    s = sb.variance_summary(model, x, v_N)
+    assert np.array_equal(np.array(r["below"]), s["below"]) and np.shape(r["below"]) == (2, 4, 5)
+    assert np.array_equal(np.array(r["var_median"]), s["median"])
+    tr = model.trace(x)[1]
+    assert np.allclose(r["tau_max"], tr.tau.double().amax(1).numpy())
+    assert np.allclose(r["beta"], tr.beta.double().median(1).values.numpy())
+    m0 = sb.init_population(c["seeds"], pr)
+    assert np.array_equal(np.array(r["before"]["below"]),
+                          sb.variance_summary(m0, x, v_N)["below"])
+    assert np.allclose(r["theta_norm0"], m0.flat().double().norm(dim=1).numpy())
+    assert np.allclose(r["theta_max"], model.flat().double().abs().amax(1).numpy())
+    rows = ch6x.danger_rows([c], [r])
+    # the largest share below v_N over the sites that reach T: the last layer at eos only
+    b = np.array(r["below"])
+    want = np.concatenate([b[:, :2].max(2), b[:, 2:, -1]], axis=1)
+    assert np.array_equal(rows[0]["below_seeds"], want)
+    assert "<td>PARITY</td>" in ch6x.danger_table(rows) and ch6x.patch_table([c], [r])
+
+
+def test_danger_threshold_reaches_t_and_the_interior_dictator():
+    assert ch6x.danger_threshold(9, 0.0) == pytest.approx(1 / 9)
+    # there z = 1/sqrt(v_N + eps) = sqrt(N): Lemma 2.9's one-layer-norm order-one flip
+    N, eps = 11, 1e-5
+    assert 1 / math.sqrt(ch6x.danger_threshold(N, eps) + eps) == pytest.approx(math.sqrt(N))
+    with pytest.raises(ValueError, match="eps"):
+        ch6x.danger_threshold(10, 0.1)
+    m = ch6x.reaches_t(2, 5)
+    assert m.shape == (4, 6) and m[:2].all() and m[2:, -1].all() and not m[2:, :-1].any()
+    for N in (5, 7, 9, 11):
+        f = ch6x.intervention_target("DICTATOR_MID", N)
+        x = sb.strings(N)
+        mid = -(-N // 2)
+        assert torch.equal(f(x), x[:, mid - 1].bool()) and 1 < mid < N
+        assert mid - 1 == ch6x.BIT_ROLES["x<sub>⌈N/2⌉</sub>"](N) in ch6x.patched_bits(N)
+    assert ch6x.intervention_target("SPARSE_PARITY_2", 7).S == (1, 2)
 
 
 def test_intervention_effects_verdicts_follow_the_interval_over_seeds():

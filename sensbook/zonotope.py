@@ -48,11 +48,11 @@ import math
 import torch
 
 from .boolean import check_int, check_memory_mb, check_n, check_strings
-from .certify import Bounds, _radius, output_bounds
+from .certify import Bounds, _radius, certify, output_bounds
 from .model import EOS, Recognizer, positional_features
 from .settings import default_memory_mb
 
-__all__ = ["Affine", "affine_bounds", "tight_bounds", "shaped_radii"]
+__all__ = ["Affine", "affine_bounds", "tight_bounds", "grow_box"]
 
 
 class Affine:
@@ -405,10 +405,16 @@ def _pos_gens(gp):
     return out.reshape(S, D, F3 * D)
 
 
-def shaped_radii(model: Recognizer, x, labels, *, floor: float = 1.0) -> torch.Tensor:
-    r"""Per-parameter box weights :math:`w_i = \bar g / (\max_x |\partial_i T(\theta_0, x)| +
-    \mathrm{floor}\cdot \bar g)`, :math:`\bar g` the mean of the maxima: wide where no string's
-    output is sensitive to :math:`\theta_i` (at most 1/floor), narrow where one is.
+def grow_box(model: Recognizer, x, labels, radius: float, *, margin: float = 0.0,
+             factors=(4.0, 2.0), bounds=None, chunk: int = 4096) -> dict:
+    r"""A box shaped per parameter tensor, grown greedily from a certified cube.
+
+    Starting from the cube of half-width ``radius`` (which must certify), each parameter
+    tensor in turn (``tok``, ``pos``, every matrix and bias of every layer, ``w``,
+    ``omega``) has its half-width multiplied by the first of ``factors`` at which the whole
+    box still certifies (:func:`sensbook.certify.certify`, margin ``margin``), or is left as
+    it is. Every box kept was certified, so the result is: a search for a larger certified
+    volume, not an optimum.
 
     Parameters
     ----------
@@ -417,28 +423,39 @@ def shaped_radii(model: Recognizer, x, labels, *, floor: float = 1.0) -> torch.T
     x : torch.Tensor
         0/1 strings ``(B, N)``.
     labels : array-like of bool
-        Unused but for its length (the strings certified); kept for the certify signature.
-    floor : float
-        The weight's cap is 1 / floor (> 0).
+        The label each string must keep, ``(B,)``.
+    radius : float
+        The certified cube's half-width (> 0).
+    margin : float
+        The label margin, as for :func:`sensbook.certify.certify`.
+    factors : sequence of float
+        The growth factors tried per tensor, in order (each > 1).
+    bounds : callable or None
+        The bound (None: :func:`tight_bounds`).
+    chunk : int
+        Strings processed at a time.
 
     Returns
     -------
-    torch.Tensor
-        float64 ``(M,)``: the box :math:`|\theta_i - \theta_{0,i}| \le \rho\, w_i`, scaled by
-        :math:`\rho` (:func:`sensbook.certify.certified_radius` with ``shape=``).
+    dict
+        ``radii`` (float64 ``(M,)``, the box's half-widths), ``grown`` (tensor name ->
+        factor kept) and ``evaluations`` (bounds computed).
     """
-    x = check_strings(x).to(torch.float64)
-    m = Recognizer(1, model.D, model.L, model.H, model.F, model.eps,
-                   mark_first=model.mark_first, dtype=torch.float64).set_flat(
-                       model.flat().to(torch.float64))
-    grads = []
-    for p in m.parameters():
-        p.requires_grad_(True)
-    with torch.enable_grad():
-        T = m(x)[0]
-        for j in range(len(x)):
-            gs = torch.autograd.grad(T[j], list(m.parameters()), retain_graph=True)
-            grads.append(torch.cat([g.reshape(-1) for g in gs]).abs())
-    gmax = torch.stack(grads).amax(0)
-    gbar = gmax.mean()
-    return (gbar / (gmax + floor * gbar)).detach()
+    bounds = tight_bounds if bounds is None else bounds
+    run = lambda rad: certify(model, x, labels, rad, margin=margin, chunk=chunk,
+                              bounds=bounds)["certified"]
+    rad = torch.full((model.M,), float(radius), dtype=torch.float64)
+    if not radius > 0 or not run(rad):
+        raise ValueError(f"radius={radius!r} must be > 0 and certify the cube")
+    grown, evals, i = {}, 1, 0
+    for name, p in model.named_parameters():
+        n = p[0].numel()
+        for f in factors:
+            trial = rad.clone()
+            trial[i:i + n] *= f
+            evals += 1
+            if run(trial):
+                rad, grown[name] = trial, f
+                break
+        i += n
+    return {"radii": rad, "grown": grown, "evaluations": evals}

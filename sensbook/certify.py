@@ -316,7 +316,7 @@ def certify(model: Recognizer, x, labels, radius, *, margin: float = 0.0,
 def certified_radius(model: Recognizer, x, labels, *, margin: float = 0.0, r_max: float = 1.0,
                      r_min: float = 1e-9, rtol: float = 0.01, chunk: int = 4096,
                      bounds=None, shape=None) -> dict:
-    """The largest certified radius, by bisection on log r inside ``[r_min, r_max]``.
+    r"""The largest certified radius, by bisection on log r inside ``[r_min, r_max]``.
 
     Parameters
     ----------

@@ -134,7 +134,7 @@ def mul(a: Affine, b: Affine) -> Affine:
 
 
 def _matmul(a: Affine, b: Affine, spec: str) -> Affine:
-    """A contraction of two forms (einsum ``spec`` on the entries, e.g. q k^T or p v): the
+    r"""A contraction of two forms (einsum ``spec`` on the entries, e.g. q k^T or p v): the
     product rule summed, :math:`\sum |\delta_a \delta_b| \le \sum R_a R_b`."""
     ins, out = spec.split("->")
     sa, sb = ins.split(",")
@@ -340,8 +340,8 @@ def affine_bounds(model: Recognizer, x, radius, *, chunk: int = 4096,
         xb = x[a:a + chunk].to(dev).long()
         ids = torch.cat([xb, torch.full((len(xb), 1), EOS, device=dev)], 1)     # (B, S)
         Bc = len(xb)
-        # generators only for the symbols that can move a quantity so far: the parameters
-        # come in the order tok, pos, layer 0, ..., w, omega, so these are a prefix
+        # generators only for the symbols that can move a quantity so far (named_parameters:
+        # tok, pos, w, omega, then layer 0, 1, ...: a prefix, widened layer by layer)
         G = torch.zeros(Bc, S, D, max(itok, ipos) + 3 * D, dtype=f64, device=dev)
         # tok[ids]: entry (b, s, d) moves with symbol itok + ids[b, s] * D + d
         idx = (itok + ids.unsqueeze(-1) * D + torch.arange(D, device=dev)).unsqueeze(-1)
@@ -410,8 +410,7 @@ def grow_box(model: Recognizer, x, labels, radius: float, *, margin: float = 0.0
     r"""A box shaped per parameter tensor, grown greedily from a certified cube.
 
     Starting from the cube of half-width ``radius`` (which must certify), each parameter
-    tensor in turn (``tok``, ``pos``, every matrix and bias of every layer, ``w``,
-    ``omega``) has its half-width multiplied by the first of ``factors`` at which the whole
+    tensor in turn (in the order of ``named_parameters``) has its half-width multiplied by the first of ``factors`` at which the whole
     box still certifies (:func:`sensbook.certify.certify`, margin ``margin``), or is left as
     it is. Every box kept was certified, so the result is: a search for a larger certified
     volume, not an optimum.

@@ -11,7 +11,8 @@ Companion package of the executable book following Kövér, Butoi, Svete, Hahn &
   and eps = 0: blowup, influence, small-ball law), ``hinge`` (Lemma 2.9 and Cor. 4.3 measured;
   worst-case flips), ``constructions`` (exact PARITY, FIRST and
   MAJORITY transformers), ``volume`` (basins, census, the parameter-function map),
-  ``certify`` (interval bounds of T over a box of parameters, certified radii), ``attack``
+  ``certify`` (interval bounds of T over a box of parameters, certified radii), ``zonotope``
+  (tighter bounds by affine arithmetic, boxes grown per parameter tensor), ``attack``
   (the worst theta a search finds in a box, r_up), ``splitting`` (small volumes of the
   solution set by subset simulation), ``train``
   (population training, sharpness), ``mechanism`` (what a trained model uses at eos:
@@ -33,6 +34,7 @@ from .boolean import (FIRST, MAJORITY, MAX_EXHAUSTIVE_N, PARITY, BooleanFunction
                       random_function, random_function_expected_profile, sparse_majority,
                       sparse_parity, strings, strings_to_index)
 from .certify import Bounds, certified_radius, output_bounds
+from .zonotope import affine_bounds, grow_box, tight_bounds
 from .attack import attack, attack_radius
 from .splitting import recognition_score, subset_volume
 from .constructions import (CONSTRUCTIONS, construction_parameters, first_transformer,

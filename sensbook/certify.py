@@ -275,7 +275,7 @@ def output_bounds(model: Recognizer, x, radius, *, layer_norm: bool = True,
 
 
 def certify(model: Recognizer, x, labels, radius, *, margin: float = 0.0,
-            pad: float = 1e-9, chunk: int = 4096) -> dict:
+            pad: float = 1e-9, chunk: int = 4096, bounds=None) -> dict:
     """Whether every string keeps its label over the whole box.
 
     Parameters
@@ -288,6 +288,10 @@ def certify(model: Recognizer, x, labels, radius, *, margin: float = 0.0,
         Finite numbers >= 0: accepted strings (label 1) need lo > margin + pad, rejected
         ones hi < -(margin + pad). Uncertifiable strings and strings whose bound is NaN
         never pass.
+    bounds : callable or None
+        The bound to certify with, called as ``bounds(model, x, radius, chunk=chunk)`` and
+        returning :class:`Bounds`: None is :func:`output_bounds` (interval arithmetic);
+        ``sensbook.zonotope.affine_bounds`` is the tighter affine-arithmetic one.
 
     Returns
     -------
@@ -298,7 +302,7 @@ def certify(model: Recognizer, x, labels, radius, *, margin: float = 0.0,
     margin = check_real(margin, "margin", minimum=0)
     pad = check_real(pad, "pad", minimum=0)
     labels = torch.as_tensor(np.asarray(labels)).bool().flatten()
-    b = output_bounds(model, x, radius, chunk=chunk)
+    b = (output_bounds if bounds is None else bounds)(model, x, radius, chunk=chunk)
     if labels.shape != b.lo.shape:
         raise ValueError(f"labels must have one entry per string ({len(b.lo)}), got {tuple(labels.shape)}")
     slack = torch.where(labels, b.lo, -b.hi) - margin
@@ -310,8 +314,9 @@ def certify(model: Recognizer, x, labels, radius, *, margin: float = 0.0,
 
 
 def certified_radius(model: Recognizer, x, labels, *, margin: float = 0.0, r_max: float = 1.0,
-                     r_min: float = 1e-9, rtol: float = 0.01, chunk: int = 4096) -> dict:
-    """The largest certified radius, by bisection on log r inside ``[r_min, r_max]``.
+                     r_min: float = 1e-9, rtol: float = 0.01, chunk: int = 4096,
+                     bounds=None, shape=None) -> dict:
+    r"""The largest certified radius, by bisection on log r inside ``[r_min, r_max]``.
 
     Parameters
     ----------
@@ -331,6 +336,12 @@ def certified_radius(model: Recognizer, x, labels, *, margin: float = 0.0, r_max
         midpoint no longer moves in float64 (an rtol below float64's resolution).
     chunk : int
         Strings processed at a time.
+    bounds : callable or None
+        The bound, as for :func:`certify` (None: interval arithmetic).
+    shape : array-like or None
+        M weights > 0 (one per parameter, in the order of :meth:`Recognizer.flat`): the box
+        certified at r is then :math:`|\theta_i - \theta_{0,i}| \le r\, w_i` (a box shaped
+        per parameter); None is the cube.
 
     Returns
     -------
@@ -342,8 +353,10 @@ def certified_radius(model: Recognizer, x, labels, *, margin: float = 0.0, r_max
 
     Notes
     -----
-    Bisection assumes certification is monotone in r, which holds because the bounds are
-    (inclusion-monotone interval arithmetic).
+    Bisection assumes certification is monotone in r, which holds for interval arithmetic
+    (inclusion-monotone). For another bound the radius returned is still one at which the
+    box was certified (each step certifies its own box), so it is sound either way; only
+    its being the largest depends on monotonicity.
     """
     margin = check_real(margin, "margin", minimum=0)
     r_max = check_real(r_max, "r_max", minimum=0, strict=True)
@@ -352,7 +365,14 @@ def certified_radius(model: Recognizer, x, labels, *, margin: float = 0.0, r_max
         raise ValueError(f"need 0 < r_min < r_max, got r_min={r_min!r}, r_max={r_max!r}")
     rtol = check_real(rtol, "rtol", minimum=0, strict=True)
     chunk = check_int(chunk, "chunk", minimum=1)
-    run = lambda r: certify(model, x, labels, r, margin=margin, chunk=chunk)
+    if shape is not None:
+        shape = torch.as_tensor(np.asarray(shape, dtype=np.float64)).flatten()
+        if shape.shape != (model.M,) or not (torch.isfinite(shape) & (shape > 0)).all():
+            raise ValueError(f"shape must be M = {model.M} finite weights > 0, got shape "
+                             f"{tuple(shape.shape)}")
+    box = (lambda r: r) if shape is None else (lambda r: r * shape)
+    run = lambda r: certify(model, x, labels, box(r), margin=margin, chunk=chunk,
+                            bounds=bounds)
     if not run(0.0)["certified"]:
         return {"radius": 0.0, "upper": 0.0, "steps": 1, "n_uncertifiable": 0}
     top = run(r_max)

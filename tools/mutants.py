@@ -133,6 +133,10 @@ MUTANTS = (
            "fraction 1.5 times too large",
            "splitting.py", "log_v += math.log(k / n)", "log_v += math.log(1.5 * k / n)",
            ("ch5_certified",)),
+    Mutant("affine-drops-taylor-remainder", "the affine-arithmetic bounds drop the Taylor "
+           "remainder of exp, 1/v, v^(-1/2) and the square (each is replaced by its tangent: unsound)",
+           "zonotope.py", "    k = d2f_max(lo, z.c + R) * R * R / 4",
+           "    k = 0 * d2f_max(lo, z.c + R)  # mutant", ("ch5_certified",)),
     Mutant("attack-leaves-the-box", "the attack never projects back into the box, so it "
            "reports points outside it as the box's worst",
            "attack.py", "theta = torch.minimum(torch.maximum(theta, theta0 - r), theta0 + r)",

@@ -22,6 +22,7 @@ import torch
 from ..attack import attack, attack_radius
 from ..boolean import MAJORITY, PARITY, check_n, strings
 from ..certify import certified_radius
+from ..zonotope import grow_box, tight_bounds
 from ..splitting import recognition_score, subset_volume
 from ..constructions import BUILDERS, construction_parameters, target
 from ..model import Recognizer
@@ -66,12 +67,14 @@ def boxed_construction(name: str) -> Recognizer:
     return Recognizer.from_parameters(params, H=H, dtype=torch.float64)
 
 
-def log_volume_bound(theta0: torch.Tensor, r: float, B: float = BOX) -> float:
+def log_volume_bound(theta0: torch.Tensor, r, B: float = BOX) -> float:
     """log of a lower bound on Leb(A_N cap Theta) / Leb(Theta), Theta = [-B, B]^M, when the
-    l-infinity ball of radius r around theta0 lies in A_N: the log-volume of (ball cap Theta)
-    over (2B)^M, sum_i log(len_i / 2B), len_i the length of [theta0_i - r, theta0_i + r]
-    cap [-B, B]. Equal to M log(r/B) when the ball is inside Theta; -inf when r = 0."""
-    if r <= 0:
+    box of half-width r around theta0 (a number: the l-infinity ball; or M numbers, a box
+    shaped per parameter) lies in A_N: the log-volume of (box cap Theta) over (2B)^M,
+    sum_i log(len_i / 2B), len_i the length of [theta0_i - r_i, theta0_i + r_i] cap [-B, B].
+    Equal to M log(r/B) when a ball is inside Theta; -inf when some r_i = 0."""
+    r = torch.as_tensor(r, dtype=torch.float64)
+    if (r <= 0).any():
         return -math.inf
     t = theta0.double().flatten()
     if (t.abs() > B).any():
@@ -122,6 +125,13 @@ ATTACK_SEARCH = dict(ci=dict(starts=16, corners=64, steps=30),
                      book=dict(starts=16, corners=64, steps=30),
                      paper=dict(starts=48, corners=256, steps=60))
 ATTACK_RTOL = 0.1
+#: The tighter certificate (:func:`sensbook.zonotope.tight_bounds`: affine arithmetic
+#: intersected with the intervals) at the attack's lengths up to this N, by scale (its
+#: bounds cost about 20 times the intervals'), bisected to TIGHT_RTOL between the interval
+#: radius r and TIGHT_SPAN r; the box shaped per parameter tensor
+#: (:func:`sensbook.zonotope.grow_box`) at the shortest length.
+TIGHT_NMAX = dict(ci=3, book=5, paper=8)
+TIGHT_RTOL, TIGHT_SPAN = 0.05, 16.0
 
 
 def attack_lengths(name: str, scale: str) -> list:
@@ -132,7 +142,9 @@ def attack_lengths(name: str, scale: str) -> list:
 
 
 def _attack_configs(scale):
-    return [dict(name=name, N=N, margin=MARGIN, rtol=ATTACK_RTOL, seed=7, **ATTACK_SEARCH[scale])
+    top = TIGHT_NMAX[scale]
+    return [dict(name=name, N=N, margin=MARGIN, rtol=ATTACK_RTOL, seed=7, tight=N <= top,
+                 grow=N == attack_lengths(name, scale)[0], **ATTACK_SEARCH[scale])
             for name in NAMES for N in attack_lengths(name, scale)]
 
 
@@ -141,20 +153,37 @@ def _attack_configs(scale):
 _ATTACK_UNIT = 0.45e-7
 
 
+# CPU-seconds of one tight bound: a fixed part and one per (string x position^2 x
+# parameter), fitted on PARITY and the FIRSTs at N = 3..6 (0.25 to 5.2 s a bound); the
+# bisection takes about 9 bounds, grow_box about one per parameter tensor.
+_TIGHT_FIXED, _TIGHT_UNIT = 0.15, 3.5e-7
+
+
 def _attack_cost(c):
     per_radius = (c["starts"] * (c["steps"] + 1) * 3 + c["corners"]) * 2 ** c["N"] * (c["N"] + 1) ** 2
-    M = boxed_construction(c["name"]).M
-    return 0.5 + _ATTACK_UNIT * 10 * per_radius * M / 1000
+    model = boxed_construction(c["name"])
+    cost = 0.5 + _ATTACK_UNIT * 10 * per_radius * model.M / 1000
+    one = _TIGHT_FIXED + _TIGHT_UNIT * 2 ** c["N"] * (c["N"] + 1) ** 2 * model.M
+    if c.get("tight"):
+        cost += 9 * one + _ATTACK_UNIT * per_radius * model.M / 1000
+    if c.get("grow"):
+        cost += (1 + 16 * model.L + 4) * one
+    return cost
 
 
 def attack_one(config: dict) -> dict:
     """Experiment ``ch5_certified.attack``: the certified radius r (rtol 0.01, as
     ``radius_one``) and :func:`sensbook.attack.attack_radius` from r (doubling, then bisection
-    to ``rtol``) of one construction on all 2^N strings with margin ``margin``.
+    to ``rtol``) of one construction on all 2^N strings with margin ``margin``; with
+    ``tight``, the tighter certified radius of :func:`sensbook.zonotope.tight_bounds`; with
+    ``grow``, the box grown per parameter tensor from it (:func:`sensbook.zonotope.grow_box`).
 
     Returns ``radius``, ``r_up`` (None when no violation up to the box B), ``r_ok`` (the
     largest radius where the attack found none), ``worst_at_r`` (the attack's smallest
-    min_x s(x) T at r), ``t0`` (min_x s(x) T at theta_0) and ``tries``."""
+    min_x s(x) T at r), ``t0`` (min_x s(x) T at theta_0) and ``tries``; with ``tight``,
+    ``r_tight`` (bisected to TIGHT_RTOL in [r, TIGHT_SPAN r]), ``worst_at_tight`` (the
+    attack at r_tight), ``lv_cube`` and ``lv_tight`` (:func:`log_volume_bound` of the two
+    cubes); with ``grow``, ``lv_grown`` and ``grown`` (tensor -> factor kept)."""
     name, N = config["name"], check_n(config["N"])
     model = boxed_construction(name)
     x = strings(N, dtype=torch.float64)
@@ -166,8 +195,20 @@ def attack_one(config: dict) -> dict:
     at_r = attack(model, x, y, r, margin=config["margin"], **search)
     with torch.no_grad():
         t0 = float((model(x)[0] * (y.double() * 2 - 1)).min())
-    return {"radius": r, "r_up": None if math.isinf(up["r_up"]) else up["r_up"],
-            "r_ok": up["r_ok"], "worst_at_r": at_r["worst"], "t0": t0, "tries": up["tries"]}
+    out = {"radius": r, "r_up": None if math.isinf(up["r_up"]) else up["r_up"],
+           "r_ok": up["r_ok"], "worst_at_r": at_r["worst"], "t0": t0, "tries": up["tries"]}
+    if config.get("tight"):
+        theta0 = model.flat()[0]
+        rt = certified_radius(model, x, y, margin=config["margin"], rtol=TIGHT_RTOL,
+                              r_min=r, r_max=TIGHT_SPAN * r, bounds=tight_bounds)["radius"]
+        out.update(r_tight=rt, lv_cube=log_volume_bound(theta0, r),
+                   lv_tight=log_volume_bound(theta0, rt),
+                   worst_at_tight=attack(model, x, y, rt, margin=config["margin"],
+                                         **search)["worst"])
+        if config.get("grow"):
+            g = grow_box(model, x, y, rt, margin=config["margin"], factors=(4.0,))
+            out.update(lv_grown=log_volume_bound(theta0, g["radii"]), grown=g["grown"])
+    return out
 
 
 # ---- the exact-recognition volume V_f(N), by subset simulation -------------------------

@@ -1,0 +1,195 @@
+"""Affine-arithmetic bounds of T over a box of parameters (sensbook/zonotope.py): sound against
+sampled models and an attack, exact at r = 0, first-order exact against autograd, tighter than
+the intervals, and the grown box certified."""
+import math
+
+import pytest
+import torch
+
+import sensbook as sb
+from sensbook.attack import attack
+from sensbook.certify import certified_radius, certify, output_bounds
+from sensbook.constructions import BUILDERS, target
+from sensbook.zonotope import Affine, affine_bounds, grow_box, tight_bounds
+import sensbook.zonotope as zz
+
+
+def _in_box(model, radius, P, seed):
+    """P models in the box: half uniform inside, half at random corners."""
+    g = torch.Generator().manual_seed(seed)
+    u = torch.rand(P, model.M, generator=g, dtype=torch.float64) * 2 - 1
+    u[P // 2:] = torch.sign(u[P // 2:])
+    pop = sb.Recognizer(P, model.D, model.L, model.H, model.F, model.eps,
+                        mark_first=model.mark_first, dtype=torch.float64)
+    return pop.set_flat(model.flat().double() + u * radius)
+
+
+def _contains(b, T, tol=1e-9):
+    finite = torch.isfinite(T)
+    assert b.uncertifiable[(~finite).any(0)].all()
+    slack = tol * (1 + T.abs())
+    return bool((((T >= b.lo - slack) & (T <= b.hi + slack)) | ~finite).all())
+
+
+@pytest.mark.parametrize("D,L,H,eps", [(2, 1, 1, 0.0), (4, 1, 2, 0.0), (4, 2, 2, 0.0),
+                                       (4, 2, 2, 0.5), (6, 2, 3, 0.01), (3, 2, 1, 0.1)])
+@pytest.mark.parametrize("per_parameter", [False, True])
+def test_no_sampled_model_in_the_box_leaves_the_affine_bounds(D, L, H, eps, per_parameter):
+    seed = 11 * D + 7 * L + H + int(100 * eps) + per_parameter
+    model = sb.Recognizer.random(1, D, L, H, eps=eps, seed=seed, dtype=torch.float64)
+    x = sb.strings(3).double()
+    g = torch.Generator().manual_seed(seed)
+    for r in (1e-6, 1e-4, 1e-2, 0.1):
+        rad = r * torch.rand(model.M, generator=g, dtype=torch.float64) if per_parameter else r
+        T = _in_box(model, rad, 128, seed)(x)
+        for bounds in (affine_bounds, tight_bounds):
+            b = bounds(model, x, rad)
+            assert (b.lo <= b.hi).all()
+            assert _contains(b, T), (bounds.__name__, r)
+
+
+@pytest.mark.parametrize("name", ["FIRST_HARD", "FIRST", "MAJORITY", "PARITY"])
+def test_constructions_exact_at_zero_and_contained_near_their_radius(name):
+    model = BUILDERS[name]()
+    x = sb.strings(3).double()
+    T0 = model(x)[0]
+    b = affine_bounds(model, x, 0.0)
+    assert torch.allclose(b.lo, T0, atol=1e-12) and torch.allclose(b.hi, T0, atol=1e-12)
+    for r in (1e-5, 1e-4, 1e-3):
+        assert _contains(affine_bounds(model, x, r), _in_box(model, r, 96, 5)(x))
+
+
+def test_first_order_exact_against_autograd():
+    """At a small radius the lower bound is T(theta_0) - sum_i |dT/dtheta_i| r + O(r^2): the
+    gap divided by r matches the gradient's l1 norm (autograd, an independent computation),
+    within O(r), while the interval bound's gap is several times larger."""
+    model = sb.Recognizer.random(1, 4, 2, 2, eps=0.5, seed=3, dtype=torch.float64)
+    x = sb.strings(3).double()
+    m = sb.Recognizer(1, 4, 2, 2, eps=0.5, dtype=torch.float64).set_flat(model.flat())
+    for p in m.parameters():
+        p.requires_grad_(True)
+    T = m(x)[0]
+    l1 = torch.stack([sum(g.abs().sum() for g in torch.autograd.grad(T[j], list(m.parameters()),
+                                                                     retain_graph=True))
+                      for j in range(len(x))]).detach()
+    T = T.detach()
+    gap = {}
+    for r in (1e-7, 1e-8, 1e-9):
+        b = affine_bounds(model, x, r)
+        gap[r] = ((T - b.lo) / r / l1, (b.hi - T) / r / l1)
+    # the excess over the first-order term falls like r (second order), to 1 + O(1e-3)
+    for side in (0, 1):
+        assert (gap[1e-9][side] >= 1 - 1e-6).all() and (gap[1e-9][side] < 1.002).all()
+        assert ((gap[1e-8][side] - 1) < 0.2 * (gap[1e-7][side] - 1)).all()
+    r = 1e-9
+    bi = output_bounds(model, x, r)
+    assert ((T - bi.lo) / r > 2 * l1).all()
+
+
+def test_one_moving_readout_is_exact():
+    """Only w and omega move: T = w . h + omega is linear in them, so the bounds are the closed
+    form T_0 -+ r (sum_j |h_j| + 1), with h the eos activation (no remainder)."""
+    model = sb.Recognizer.random(1, 4, 1, 1, eps=0.1, seed=9, dtype=torch.float64)
+    x = sb.strings(3).double()
+    rad = torch.zeros(model.M, dtype=torch.float64)
+    i = 0
+    for name, p in model.named_parameters():
+        if name in ("w", "omega"):
+            rad[i:i + p[0].numel()] = 0.01
+        i += p[0].numel()
+    assert int((rad > 0).sum()) == model.D + 1
+    T0 = model(x)[0].detach()
+    w = model.w[0].detach()
+    # h at eos from the definition: the forward pass without the read-out
+    with torch.no_grad():
+        hs = model._embed(x)
+        for i, lay in enumerate(model.layers):
+            a = model._attention(hs, lay, False)
+            hs = model._ln(hs + a, None, 2 * i, None)
+            u = torch.relu(model._affine(hs, lay.W1, lay.b1))
+            hs = model._ln(hs + model._affine(u, lay.W2, lay.b2), None, 2 * i + 1, None)
+    heos = hs[0, :, -1]
+    assert torch.allclose(heos @ w + model.omega[0], T0, atol=1e-12)
+    width = 0.01 * (heos.abs().sum(-1) + 1)
+    b = affine_bounds(model, x, rad)
+    assert torch.allclose(b.lo, T0 - width, atol=1e-12)
+    assert torch.allclose(b.hi, T0 + width, atol=1e-12)
+
+
+def test_product_and_convex_rules_enclose_exact_ranges():
+    """Each rule against the exact range of a one-symbol form on a fine grid."""
+    eps_grid = torch.linspace(-1, 1, 20001, dtype=torch.float64)
+    for c, g, e in [(0.3, 0.2, 0.0), (1.5, -0.7, 0.1), (-0.2, 0.5, 0.05)]:
+        z = Affine(torch.tensor([c], dtype=torch.float64),
+                   torch.tensor([[g]], dtype=torch.float64),
+                   torch.tensor([e], dtype=torch.float64))
+        for sgn in (-1, 0, 1):                              # the error term at its ends
+            vals = c + g * eps_grid + sgn * e
+            for rule, f in ((zz.exp, torch.exp), (zz.square, lambda v: v * v), (zz.relu, torch.relu)):
+                lo, hi = rule(z).bounds()
+                assert float(lo) <= float(f(vals).min()) + 1e-12
+                assert float(hi) >= float(f(vals).max()) - 1e-12
+            if c - abs(g) - e > 0:
+                floor = torch.tensor([c - abs(g) - e], dtype=torch.float64)
+                for rule, f in ((zz.reciprocal, lambda v: 1 / v), (zz.rsqrt, torch.rsqrt)):
+                    lo, hi = rule(z, floor).bounds()
+                    assert float(lo) <= float(f(vals).min()) + 1e-12
+                    assert float(hi) >= float(f(vals).max()) - 1e-12
+            w = Affine(torch.tensor([0.5], dtype=torch.float64),
+                       torch.tensor([[-0.4]], dtype=torch.float64),
+                       torch.tensor([0.0], dtype=torch.float64))
+            lo, hi = zz.mul(z, w).bounds()
+            prod = (c + g * eps_grid + sgn * e) * (0.5 - 0.4 * eps_grid)
+            assert float(lo) <= float(prod.min()) + 1e-12 and float(hi) >= float(prod.max()) - 1e-12
+
+
+@pytest.mark.parametrize("name,N", [("FIRST_HARD", 3), ("PARITY", 3), ("MAJORITY", 3)])
+def test_tighter_radius_is_sound_under_attack_and_beats_intervals(name, N):
+    from sensbook.experiments.ch5_certified import boxed_construction
+    model = boxed_construction(name)
+    x = sb.strings(N, dtype=torch.float64)
+    y = target(name)(x)
+    r = certified_radius(model, x, y, margin=0.01, rtol=0.05)["radius"]
+    rt = certified_radius(model, x, y, margin=0.01, rtol=0.05, r_min=r, r_max=16 * r,
+                          bounds=tight_bounds)["radius"]
+    assert rt >= r
+    assert certify(model, x, y, rt, margin=0.01, bounds=tight_bounds)["certified"]
+    a = attack(model, x, y, rt, margin=0.01, starts=16, corners=64, steps=30, seed=1)
+    assert not a["violated"]
+    T = _in_box(model, rt, 128, 2)(x)
+    s = y.double() * 2 - 1
+    assert ((T * s).amin(-1) > 0.01).all()
+    if name != "MAJORITY":
+        assert rt > 1.8 * r
+
+
+def test_grown_box_certifies_and_contains_its_samples():
+    from sensbook.experiments.ch5_certified import boxed_construction, log_volume_bound
+    model = boxed_construction("FIRST_HARD")
+    x = sb.strings(3, dtype=torch.float64)
+    y = target("FIRST_HARD")(x)
+    rt = 0.004
+    assert certify(model, x, y, rt, margin=0.01, bounds=tight_bounds)["certified"]
+    g = grow_box(model, x, y, rt, margin=0.01, factors=(4.0,))
+    assert g["grown"] and (g["radii"] >= rt).all()
+    assert certify(model, x, y, g["radii"], margin=0.01, bounds=tight_bounds)["certified"]
+    T = _in_box(model, g["radii"], 128, 4)(x)
+    assert ((T * (y.double() * 2 - 1)).amin(-1) > 0.01).all()
+    th = model.flat()[0]
+    assert log_volume_bound(th, g["radii"]) > log_volume_bound(th, rt) + 100
+    with pytest.raises(ValueError, match="radius"):
+        grow_box(model, x, y, 0.5, margin=0.01)
+
+
+def test_bad_input_is_refused():
+    model = sb.Recognizer.random(1, 4, 1, 1, seed=0, dtype=torch.float64)
+    x = sb.strings(3).double()
+    with pytest.raises(ValueError, match="P = 1"):
+        affine_bounds(sb.Recognizer.random(2, 4, 1, 1, seed=0), x, 0.1)
+    with pytest.raises(ValueError, match="memory_mb"):
+        affine_bounds(model, x, 0.1, memory_mb=1e-4)
+    with pytest.raises(ValueError, match="radius"):
+        affine_bounds(model, x, [0.1, 0.2])
+    with pytest.raises(ValueError, match="shape"):
+        certified_radius(model, x, torch.ones(8, dtype=torch.bool), shape=[1.0, 2.0])
+    assert math.isfinite(float(affine_bounds(model, x, 0.0).lo[0]))

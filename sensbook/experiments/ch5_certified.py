@@ -338,3 +338,102 @@ register(Experiment("ch5_certified.log_volume", _vol_configs,
 register(Experiment("ch5_certified.volume", _volume_configs,
                     "sensbook.experiments.ch5_certified:volume_one", _volume_cost,
                     doc="the approximate-solution volume: accuracy >= 1 - delta of random theta"))
+
+
+# ---- growth laws of log V_f(N) ------------------------------------------------------------
+#: The laws compared: log V = a + b g(N) with g(N) = N (exponential in N), log N (a power of
+#: N), or a = log V (flat).
+GROWTH_LAWS = {"exponential": lambda N: N, "polynomial": np.log, "flat": None}
+#: Held-out log-likelihood units by which a law must beat every other to be named.
+LAW_MARGIN = 2.0
+
+
+def _law_nll(p, g, y, se, cens):
+    a, b, log_s = p[0], p[1], p[2]
+    mu = a + b * g
+    sd = torch.sqrt(se**2 + torch.exp(2 * log_s))
+    z = (y - mu) / sd
+    ll = torch.where(cens, torch.special.log_ndtr(z),
+                     -0.5 * z**2 - torch.log(sd) - 0.5 * math.log(2 * math.pi))
+    return -ll.sum()
+
+
+def _fit_law(g, y, se, cens, flat):
+    g, y, se = (torch.as_tensor(v, dtype=torch.float64) for v in (g, y, se))
+    cens = torch.as_tensor(cens, dtype=torch.bool)
+    p = torch.tensor([float(y[~cens].mean()) if (~cens).any() else float(y.mean()), 0.0, -1.0],
+                     dtype=torch.float64, requires_grad=True)
+    mask = torch.tensor([1.0, 0.0 if flat else 1.0, 1.0], dtype=torch.float64)
+    opt = torch.optim.LBFGS([p], max_iter=200, line_search_fn="strong_wolfe")
+
+    def closure():
+        opt.zero_grad()
+        q = p * mask
+        loss = _law_nll(torch.stack([q[0], q[1], p[2].clamp(-8, 5)]), g, y, se, cens)
+        loss.backward()
+        return loss
+    opt.step(closure)
+    return (p * mask).detach().clone().requires_grad_(False), p[2].detach().clamp(-8, 5)
+
+
+def growth_laws(Ns, log_v, se, censored) -> dict:
+    """Exponential, polynomial and flat laws for log V_f(N), compared by held-out likelihood.
+
+    Parameters
+    ----------
+    Ns : array-like
+        The lengths, ``(n,)``.
+    log_v : array-like
+        log V at each length; for a censored length, an upper bound on it.
+    se : array-like
+        Each estimate's standard error (its reported interval's half-width over 1.96).
+    censored : array-like of bool
+        True where only the upper bound is known (the estimator refused).
+
+    Returns
+    -------
+    dict
+        ``heldout`` (law -> the sum over lengths of the log-likelihood of each length's value
+        under the law fitted to the other lengths: density, or the probability of lying below
+        the bound for a censored one), ``verdict`` (the law that beats every other by at least
+        :data:`LAW_MARGIN`, else ``"cannot tell"``), ``rate`` and ``rate_se`` (the
+        exponential law's slope b in nats per unit of N, fitted on every length, and its
+        standard error from the observed information), ``power`` and ``power_se`` (the
+        polynomial law's exponent).
+
+    Notes
+    -----
+    The model: log V(N) ~ Normal(a + b g(N), se_N^2 + s^2), s fitted (the laws' own misfit),
+    with the upper bounds entering as left-censored values. Needs at least three lengths with
+    at least two uncensored values.
+    """
+    Ns, y, se = (np.asarray(v, dtype=float) for v in (Ns, log_v, se))
+    cens = np.asarray(censored, dtype=bool)
+    if not (len(Ns) == len(y) == len(se) == len(cens)) or len(Ns) < 3 or (~cens).sum() < 2:
+        raise ValueError(f"growth_laws needs >= 3 lengths (Ns, log_v, se, censored of one "
+                         f"length) with >= 2 uncensored values, got {len(Ns)} and "
+                         f"{int((~cens).sum())}")
+    out = {"heldout": {}}
+    for law, fn in GROWTH_LAWS.items():
+        g = np.zeros_like(Ns) if fn is None else fn(Ns)
+        total = 0.0
+        for i in range(len(Ns)):
+            keep = np.arange(len(Ns)) != i
+            p, log_s = _fit_law(g[keep], y[keep], se[keep], cens[keep], fn is None)
+            total -= float(_law_nll(torch.stack([p[0], p[1], log_s]),
+                                    torch.tensor(g[i:i + 1]), torch.tensor(y[i:i + 1]),
+                                    torch.tensor(se[i:i + 1]), torch.tensor(cens[i:i + 1])))
+        out["heldout"][law] = total
+        if fn is not None:
+            p, log_s = _fit_law(g, y, se, cens, False)
+            h = torch.autograd.functional.hessian(
+                lambda q: _law_nll(q, torch.tensor(g), torch.tensor(y), torch.tensor(se),
+                                   torch.tensor(cens)), torch.stack([p[0], p[1], log_s]))
+            cov = torch.linalg.pinv(h)
+            key = "rate" if law == "exponential" else "power"
+            out[key], out[key + "_se"] = float(p[1]), float(cov[1, 1].clamp_min(0).sqrt())
+    ll = out["heldout"]
+    best = max(ll, key=ll.get)
+    out["verdict"] = best if all(ll[best] - v >= LAW_MARGIN for k, v in ll.items()
+                                 if k != best) else "cannot tell"
+    return out

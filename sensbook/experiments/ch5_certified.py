@@ -179,11 +179,28 @@ VOL_TARGETS = ("CONSTANT", "FIRST", "MAJORITY", "PARITY", "RANDOM")
 
 
 def vol_sizes(scale: str) -> dict:
-    """Lengths and the estimator's sizes (points per level, runs, moves) by scale."""
-    return pick(scale, ci=dict(Ns=[2, 3], n=100, runs=3, moves=6, max_levels=30),
-                book=dict(Ns=[2, 3], n=200, runs=4, moves=10, max_levels=40),
-                paper=dict(Ns=[2, 3, 4, 5, 6], n=1000, runs=6, moves=20,
-                           max_levels=100))
+    """Lengths per target and the estimator's sizes (points per level, runs, moves, the most
+    levels, the most points per level after the mixing check's doublings) by scale. PARITY
+    and the random function reach the floor of ``max_levels`` levels (about
+    ``max_levels * log(0.1)`` nats) within a few lengths: beyond them only an upper bound
+    (the floor) comes back, so they stop earlier."""
+    return pick(scale,
+                ci=dict(Ns=[2, 3, 4], hard=[2, 3], MAJORITY=[3, 5, 7], n=100, runs=3, moves=6,
+                        max_levels=15, n_max=200),
+                book=dict(Ns=[2, 3, 4, 5, 6], hard=[2, 3, 4], MAJORITY=[3, 5, 7], n=200,
+                          runs=4, moves=10, max_levels=20, n_max=400),
+                paper=dict(Ns=list(range(2, 13)), hard=list(range(2, 9)),
+                           MAJORITY=[3, 5, 7, 9, 11], n=1000, runs=6, moves=20,
+                           max_levels=60, n_max=4000))
+
+
+def vol_lengths(name: str, scale: str) -> list:
+    """The lengths of one target's volume curve at ``scale`` (:func:`vol_sizes`)."""
+    s = vol_sizes(scale)
+    return s["MAJORITY"] if name == "MAJORITY" else s["hard"] if name in _HARD else s["Ns"]
+
+
+_HARD = ("PARITY", "RANDOM")
 
 
 def vol_labels(name: str, N: int) -> torch.Tensor:
@@ -202,17 +219,25 @@ def vol_labels(name: str, N: int) -> torch.Tensor:
 def _vol_configs(scale):
     s = vol_sizes(scale)
     return [dict(target=t, N=N, margin=MARGIN, seed=17, **VOL_SPACE,
-                 **{k: s[k] for k in ("n", "runs", "moves", "max_levels")})
-            for t in VOL_TARGETS for N in s["Ns"] if t != "MAJORITY" or N % 2]
+                 **{k: s[k] for k in ("n", "runs", "moves", "max_levels", "n_max")})
+            for t in VOL_TARGETS for N in vol_lengths(t, scale)]
 
 
 _VOL_UNIT = 1.2e-7        # CPU-seconds per (model x string x position^2): 20 s measured at book
+#: Plain Monte Carlo's points beside each estimate: as many as the estimator evaluated, at
+#: most this many (it resolves V down to about 10 / VOL_MC_MAX).
+VOL_MC_MAX = 50_000
 
 
 def _vol_cost(c):
-    levels = min(c["max_levels"], 2 + 4 * c["N"]) if c["target"] not in ("PARITY", "RANDOM") \
-        else c["max_levels"]
-    return 0.2 + _VOL_UNIT * c["runs"] * levels * c["n"] * c["moves"] * 2 ** c["N"] * (c["N"] + 1) ** 2
+    # levels: about -log V / log 10 (measured: 0 for the constant, 2 for FIRST and MAJORITY
+    # at N = 3, 4); PARITY and RANDOM reach max_levels and are run again at twice the points
+    easy = {"CONSTANT": 1, "FIRST": 2 + c["N"] / 3, "MAJORITY": 2 + c["N"] / 2}
+    hard = c["target"] not in easy
+    levels = c["max_levels"] if hard else easy[c["target"]]
+    evals = c["runs"] * levels * c["n"] * c["moves"] * (3 if hard else 1)
+    per_point = _VOL_UNIT * 2 ** c["N"] * (c["N"] + 1) ** 2
+    return 0.2 + per_point * (evals + min(evals, VOL_MC_MAX))
 
 
 def vol_one(config: dict) -> dict:
@@ -224,7 +249,8 @@ def vol_one(config: dict) -> dict:
     Returns ``log_volume``, ``interval``, ``runs`` (-inf, a run that found no point above 0,
     as None, like the other infinite values), ``levels``, ``evaluations``, ``M``,
     ``mc_hits`` and ``mc_n`` (plain Monte Carlo on as many uniform points as the estimator
-    evaluated, at most 200,000) and ``certified`` (:func:`log_volume_bound` of the certified
+    evaluated, at most :data:`VOL_MC_MAX`), ``mixed`` and ``n`` (the mixing check, the points
+    per level reported) and ``certified`` (:func:`log_volume_bound` of the certified
     box around the best point the estimator found; None when it found none)."""
     N = check_n(config["N"])
     model = Recognizer(1, config["D"], config["L"], config["H"], config["F"],
@@ -234,7 +260,7 @@ def vol_one(config: dict) -> dict:
                               margin=config["margin"])
     res = subset_volume(score, model.M, n=config["n"], runs=config["runs"],
                         moves=config["moves"], max_levels=config["max_levels"],
-                        seed=config["seed"])
+                        n_max=config["n_max"], seed=config["seed"])
     cert = -math.inf                      # certified bound: a box around the best point found
     if res["best_score"] > 0:
         best = res["best"]
@@ -244,7 +270,7 @@ def vol_one(config: dict) -> dict:
         cert = log_volume_bound(best, r)
     g = torch.Generator().manual_seed(config["seed"] + 7)
     hits, mc_n = 0, 0
-    while mc_n < min(res["evaluations"], 200_000):
+    while mc_n < min(res["evaluations"], VOL_MC_MAX):
         th = torch.rand(5000, model.M, generator=g, dtype=torch.float64) * 2 - 1
         hits += int((score(th) > 0).sum())
         mc_n += len(th)
@@ -253,7 +279,7 @@ def vol_one(config: dict) -> dict:
             "interval": [None if math.isinf(v) else v for v in res["interval"]],
             "runs": [None if math.isinf(v) else v for v in res["runs"]],
             "levels": res["levels"], "evaluations": res["evaluations"],
-            "M": model.M, "mc_hits": hits, "mc_n": mc_n,
+            "M": model.M, "mc_hits": hits, "mc_n": mc_n, "mixed": res["mixed"], "n": res["n"],
             "certified": None if math.isinf(cert) else cert}
 
 

@@ -8,6 +8,10 @@
 * ``ch5_certified.attack``: r_up, the smallest radius at which a projected sign-gradient
   attack (:func:`sensbook.attack.attack_radius`) finds a theta in the box that breaks a label,
   beside the certified r of the same construction and N (r <= true radius <= r_up);
+* ``ch5_certified.log_volume``: the exact-recognition volume log V_f(N) itself, by subset
+  simulation (:func:`sensbook.splitting.subset_volume`) in a small space, per target against
+  N, beside plain Monte Carlo and a certified box; :func:`growth_laws` compares exponential,
+  polynomial and flat laws of it by held-out likelihood;
 * ``ch5_certified.volume``: the approximate-solution volume (Conjecture 5.5's form): random
   theta (uniform in the box, and the book's initialisation) and their accuracy on all 2^N
   strings against MAJORITY and PARITY.
@@ -26,6 +30,7 @@ from ..splitting import recognition_score, subset_volume
 from ..constructions import BUILDERS, construction_parameters, target
 from ..model import Recognizer
 from ..profile import truth_table
+from ..profiles import wilson_interval
 from ..settings import device
 from . import Experiment, pick, register
 from .ch5 import K0_MARGIN
@@ -281,6 +286,28 @@ def vol_one(config: dict) -> dict:
             "levels": res["levels"], "evaluations": res["evaluations"],
             "M": model.M, "mc_hits": hits, "mc_n": mc_n, "mixed": res["mixed"], "n": res["n"],
             "certified": None if math.isinf(cert) else cert}
+
+
+def vol_curves(configs, results) -> dict:
+    """target -> the curve of ``ch5_certified.log_volume`` over N: arrays ``N``, ``log_v``
+    (the estimate; for a refused one, its upper bound), ``se`` (the standard error of the
+    runs' mean log V; 0 where refused), ``censored`` (refused: only the upper bound),
+    ``lo``, ``hi`` (the interval), ``mc_upper`` (log of plain Monte Carlo's 95 % Wilson upper
+    end at equal evaluations: its floor) and ``certified`` (-inf where none)."""
+    out = {}
+    for c, r in sorted(zip(configs, results), key=lambda cr: (cr[0]["target"], cr[0]["N"])):
+        runs = np.array([-np.inf if v is None else v for v in r["runs"]])
+        refused = r["log_volume"] is None
+        row = dict(N=c["N"], censored=refused,
+                   log_v=r["interval"][1] if refused else r["log_volume"],
+                   se=0.0 if refused else float(runs.std(ddof=1) / math.sqrt(len(runs))),
+                   lo=-np.inf if refused else r["interval"][0], hi=r["interval"][1],
+                   mc_upper=math.log(wilson_interval(r["mc_hits"], r["mc_n"])[1]),
+                   certified=-np.inf if r["certified"] is None else r["certified"])
+        d = out.setdefault(c["target"], {k: [] for k in row})
+        for k, v in row.items():
+            d[k].append(v)
+    return {t: {k: np.array(v) for k, v in d.items()} for t, d in out.items()}
 
 
 # ---- the approximate-solution volume ----------------------------------------------------

@@ -47,3 +47,19 @@ def test_too_few_lengths_are_refused():
         growth_laws([2, 3], [-1, -2], [0.1, 0.1], [False, False])
     with pytest.raises(ValueError, match="uncensored"):
         growth_laws([2, 3, 4], [-1, -2, -3], [0.1] * 3, [False, True, True])
+
+
+def test_vol_curves_keeps_refused_estimates_as_upper_bounds():
+    from sensbook.experiments.ch5_certified import vol_curves
+    cfg = [dict(target="PARITY", N=3), dict(target="PARITY", N=2)]
+    res = [dict(log_volume=None, interval=[None, -12.0], runs=[None, -13.0], mc_hits=0,
+                mc_n=1000, certified=None),
+           dict(log_volume=-5.0, interval=[-6.0, -4.0], runs=[-5.5, -4.5], mc_hits=10,
+                mc_n=1000, certified=-900.0)]
+    d = vol_curves(cfg, res)["PARITY"]
+    assert d["N"].tolist() == [2, 3]                            # sorted by N
+    assert d["censored"].tolist() == [False, True]
+    assert d["log_v"].tolist() == [-5.0, -12.0]                 # the bound, not a number
+    assert abs(d["se"][0] - np.std([-5.5, -4.5], ddof=1) / np.sqrt(2)) < 1e-12
+    assert d["certified"][1] == -np.inf and d["certified"][0] == -900.0
+    assert d["mc_upper"][1] > np.log(1 / 1000) and d["mc_upper"][0] > np.log(10 / 1000)

@@ -19,6 +19,9 @@ points stops the descent: the last factor is the fraction above 0.
 
 The interval comes from ``runs`` independent repetitions: the t interval of their mean
 log V (the chains make one run's own binomial errors correlated; independent runs do not).
+A set in separated pieces or with dead ends (local maxima of S below 0, as PARITY's) is
+checked for: runs that disagree are all repeated with twice the points, and the estimate is
+refused (an upper bound only) when they still disagree at the cap.
 """
 from __future__ import annotations
 
@@ -122,7 +125,8 @@ def _one_run(score, M, B, n, p0, moves, scale, max_levels, g):
 
 def subset_volume(score, M: int, *, box: float = 1.0, n: int = 1000, p0: float = 0.1,
                   moves: int = 20, scale: float = 0.5, runs: int = 6, max_levels: int = 200,
-                  level: float = 0.95, seed: int = 0) -> dict:
+                  level: float = 0.95, seed: int = 0, max_spread: float = 4.0,
+                  n_max: int | None = None) -> dict:
     r"""The fraction of the box :math:`[-B, B]^M` where ``score > 0``, by subset simulation,
     with an interval from independent runs.
 
@@ -152,6 +156,12 @@ def subset_volume(score, M: int, *, box: float = 1.0, n: int = 1000, p0: float =
         The interval's coverage, in (0, 1).
     seed : int
         Run j uses the seed ``seed + j``.
+    max_spread : float
+        The mixing check: the runs agree when every run reached the set and their log V
+        differ by at most this many nats (> 0).
+    n_max : int or None
+        When the runs disagree, all of them are repeated with twice the points per level (new
+        seeds), up to this many (default ``8 n``); at the cap the estimate is refused.
 
     Returns
     -------
@@ -160,14 +170,22 @@ def subset_volume(score, M: int, *, box: float = 1.0, n: int = 1000, p0: float =
         log V), ``volume`` (exp of ``log_volume``), ``runs`` (each run's log V), ``levels``
         (per run), ``evaluations`` (score evaluations, all runs), ``acceptance`` (the
         mean fraction of accepted moves), ``best`` (the point of highest score in the last
-        populations, ``(M,)``) and ``best_score``.
+        populations, ``(M,)``), ``best_score``, ``mixed`` (the runs agree) and ``n`` (the
+        points per level of the runs reported).
 
     Notes
     -----
     A run that ends at no point above 0 (after ``max_levels`` levels, or when the level has
-    not moved in 10 levels: the score's supremum may be below 0) gives log V = -inf; then
-    ``log_volume`` and the interval's lower end are -inf and its upper end is the largest
-    log P(S > last level) of the runs, an upper bound on log V up to sampling error.
+    not moved in 10 levels: the score's supremum may be below 0) gives log V = -inf. A set
+    in separated pieces, or a score with local maxima below 0 (dead ends: PARITY's), splits a
+    run's chains between pieces in proportion to their mass at each level; a piece with less
+    than about one point's share is lost, and that run's chains then climb a dead end: its
+    log V is far below the others' or -inf. So the runs are compared (``max_spread``) and,
+    when they disagree, all are repeated with twice the points (a piece's share of points
+    doubles); the runs of one size are reported together, never a selection of them. If
+    they still disagree at ``n_max``, ``mixed`` is False, ``log_volume`` and the interval's
+    lower end are -inf and its upper end is the largest log P(S > last level) of the runs,
+    an upper bound on log V up to sampling error.
     """
     if not callable(score):
         raise TypeError(f"score must be a callable of theta (P, M), got {score!r}")
@@ -185,14 +203,25 @@ def subset_volume(score, M: int, *, box: float = 1.0, n: int = 1000, p0: float =
     if level >= 1:
         raise ValueError(f"level must be in (0, 1), got {level!r}")
     seed = check_seed(seed)
-    out = [_one_run(score, M, B, n, p0, moves, scale, max_levels,
-                    torch.Generator().manual_seed(seed + j)) for j in range(runs)]
-    logs = np.array([o[0] for o in out])
+    max_spread = check_real(max_spread, "max_spread", minimum=0, strict=True)
+    n_max = 8 * n if n_max is None else check_int(n_max, "n_max", minimum=n)
+    evals, attempt = 0, 0
+    while True:
+        out = [_one_run(score, M, B, n, p0, moves, scale, max_levels,
+                        torch.Generator().manual_seed(seed + j + 1000 * attempt))
+               for j in range(runs)]
+        logs = np.array([o[0] for o in out])
+        evals += sum(o[2] for o in out)
+        mixed = bool(np.isfinite(logs).all() and np.ptp(logs) <= max_spread)
+        if mixed or 2 * n > n_max:
+            break
+        n, attempt = 2 * n, attempt + 1
     acc = [a for o in out for a in o[3]]
-    if not np.isfinite(logs).all():
-        # some run found no point above 0: V is below what these sizes resolve, and each such
-        # run's last level bounds it from above, V <= P(S > c_last) (a noisy bound)
-        bound = [o[4] if not math.isfinite(o[0]) else o[0] for o in out]
+    if not mixed:
+        # the runs disagree (or some found no point above 0) at the largest size: V is below
+        # what these sizes resolve, and each run's last level bounds it from above,
+        # V <= P(S > c_last) (a noisy bound)
+        bound = [o[4] if not math.isfinite(o[0]) else max(o[0], o[4]) for o in out]
         mean, lo, hi = -math.inf, -math.inf, float(np.max(bound))
     else:
         mean = float(logs.mean())
@@ -201,6 +230,6 @@ def subset_volume(score, M: int, *, box: float = 1.0, n: int = 1000, p0: float =
     j = int(np.argmax([o[6] for o in out]))
     return {"log_volume": mean, "interval": (lo, hi), "volume": math.exp(mean),
             "best": out[j][5], "best_score": out[j][6],
-            "runs": logs.tolist(), "levels": [o[1] for o in out],
-            "evaluations": sum(o[2] for o in out),
+            "runs": logs.tolist(), "levels": [o[1] for o in out], "mixed": mixed, "n": n,
+            "evaluations": evals,
             "acceptance": float(np.mean(acc)) if acc else math.nan}

@@ -99,7 +99,8 @@ def test_bad_arguments_are_named():
     score = lambda th: th.sum(1)
     for kw, arg in ((dict(n=5), "n"), (dict(p0=0.9), "p0"), (dict(p0=0.0), "p0"),
                     (dict(runs=1), "runs"), (dict(moves=0), "moves"), (dict(box=-1.0), "box"),
-                    (dict(level=1.0), "level"), (dict(scale=float("nan")), "scale")):
+                    (dict(level=1.0), "level"), (dict(scale=float("nan")), "scale"),
+                    (dict(max_spread=0.0), "max_spread"), (dict(n=50, n_max=20), "n_max")):
         with pytest.raises((TypeError, ValueError), match=arg):
             subset_volume(score, 3, **kw)
     with pytest.raises(TypeError, match="score"):
@@ -109,3 +110,44 @@ def test_bad_arguments_are_named():
         recognition_score(model, sb.strings(2), [True])
     with pytest.raises(ValueError, match="margin"):
         recognition_score(model, sb.strings(2), [True] * 4, margin=-1.0)
+
+
+def _two_pieces_and_a_dead_end(M, a, lam=0.4, dead=0.05):
+    """A live box of half-width a around +0.5 (V = a^M) beside a wide dead end around -0.5
+    whose score peaks at -dead < 0: at low levels the dead end holds most of the mass."""
+    def score(th):
+        live = a - (th - 0.5).abs().amax(1)
+        return torch.maximum(live, -dead - lam * (th + 0.5).abs().amax(1))
+    return score, M * math.log(a)
+
+
+def test_disconnected_union_of_separated_boxes_equals_its_exact_volume():
+    M, a, c = 12, 0.2, 0.6
+    score = lambda th: torch.maximum(a - (th - c).abs().amax(1), a - (th + c).abs().amax(1))
+    exact = math.log(2) + M * math.log(a)                    # two disjoint boxes
+    res = subset_volume(score, M, n=500, runs=6, seed=2)
+    assert res["mixed"] and _inside(exact, res), (exact, res)
+    assert res["interval"][1] - res["interval"][0] < 3.0, res
+
+
+def test_a_dead_end_is_caught_by_the_mixing_check_and_resolved_by_more_points():
+    M, a = 14, 0.2
+    score, exact = _two_pieces_and_a_dead_end(M, a)
+    # at one size the runs lose the live piece (some climb the dead end: -inf, or far apart):
+    # the estimate is refused, with an upper end that still bounds V
+    one = subset_volume(score, M, n=500, n_max=500, runs=6, seed=3)
+    assert not one["mixed"] and one["log_volume"] == -math.inf, one
+    assert one["interval"][1] >= exact, (exact, one)
+    assert not all(math.isfinite(v) for v in one["runs"]) or np.ptp(one["runs"]) > 4.0
+    # doubling the points until the runs agree gives the exact volume inside the interval
+    res = subset_volume(score, M, n=500, runs=6, seed=3)
+    assert res["mixed"] and res["n"] > 500 and _inside(exact, res), (exact, res)
+    assert res["evaluations"] > one["evaluations"]            # both sizes' cost is counted
+
+
+def test_the_mixing_check_refuses_when_runs_disagree_at_the_cap():
+    # a spread of 0 nats is never met by independent runs: refused, never a silent mean
+    res = subset_volume(lambda th: 0.3 - th.abs().amax(1), 6, n=100, runs=3, max_spread=1e-9,
+                        n_max=200, seed=1)
+    assert not res["mixed"] and res["n"] == 200 and res["log_volume"] == -math.inf, res
+    assert res["interval"][1] >= 6 * math.log(0.3) - 1.0, res

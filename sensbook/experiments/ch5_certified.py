@@ -8,6 +8,10 @@
 * ``ch5_certified.attack``: r_up, the smallest radius at which a projected sign-gradient
   attack (:func:`sensbook.attack.attack_radius`) finds a theta in the box that breaks a label,
   beside the certified r of the same construction and N (r <= true radius <= r_up);
+* ``ch5_certified.log_volume``: the exact-recognition volume log V_f(N) itself, by subset
+  simulation (:func:`sensbook.splitting.subset_volume`) in a small space, per target against
+  N, beside plain Monte Carlo and a certified box; :func:`growth_laws` compares exponential,
+  polynomial and flat laws of it by held-out likelihood;
 * ``ch5_certified.volume``: the approximate-solution volume (Conjecture 5.5's form): random
   theta (uniform in the box, and the book's initialisation) and their accuracy on all 2^N
   strings against MAJORITY and PARITY.
@@ -27,6 +31,7 @@ from ..splitting import recognition_score, subset_volume
 from ..constructions import BUILDERS, construction_parameters, target
 from ..model import Recognizer
 from ..profile import truth_table
+from ..profiles import wilson_interval
 from ..settings import device
 from . import Experiment, pick, register
 from .ch5 import K0_MARGIN
@@ -220,11 +225,28 @@ VOL_TARGETS = ("CONSTANT", "FIRST", "MAJORITY", "PARITY", "RANDOM")
 
 
 def vol_sizes(scale: str) -> dict:
-    """Lengths and the estimator's sizes (points per level, runs, moves) by scale."""
-    return pick(scale, ci=dict(Ns=[2, 3], n=100, runs=3, moves=6, max_levels=30),
-                book=dict(Ns=[2, 3], n=200, runs=4, moves=10, max_levels=40),
-                paper=dict(Ns=[2, 3, 4, 5, 6], n=1000, runs=6, moves=20,
-                           max_levels=100))
+    """Lengths per target and the estimator's sizes (points per level, runs, moves, the most
+    levels, the most points per level after the mixing check's doublings) by scale. PARITY
+    and the random function reach the floor of ``max_levels`` levels (about
+    ``max_levels * log(0.1)`` nats) within a few lengths: beyond them only an upper bound
+    (the floor) comes back, so they stop earlier."""
+    return pick(scale,
+                ci=dict(Ns=[2, 3, 4], hard=[2, 3], MAJORITY=[3, 5, 7], n=100, runs=3, moves=6,
+                        max_levels=15, n_max=200),
+                book=dict(Ns=[2, 3, 4, 5, 6], hard=[2, 3, 4], MAJORITY=[3, 5, 7], n=200,
+                          runs=4, moves=10, max_levels=20, n_max=400),
+                paper=dict(Ns=list(range(2, 13)), hard=list(range(2, 9)),
+                           MAJORITY=[3, 5, 7, 9, 11], n=1000, runs=6, moves=20,
+                           max_levels=60, n_max=4000))
+
+
+def vol_lengths(name: str, scale: str) -> list:
+    """The lengths of one target's volume curve at ``scale`` (:func:`vol_sizes`)."""
+    s = vol_sizes(scale)
+    return s["MAJORITY"] if name == "MAJORITY" else s["hard"] if name in _HARD else s["Ns"]
+
+
+_HARD = ("PARITY", "RANDOM")
 
 
 def vol_labels(name: str, N: int) -> torch.Tensor:
@@ -243,17 +265,25 @@ def vol_labels(name: str, N: int) -> torch.Tensor:
 def _vol_configs(scale):
     s = vol_sizes(scale)
     return [dict(target=t, N=N, margin=MARGIN, seed=17, **VOL_SPACE,
-                 **{k: s[k] for k in ("n", "runs", "moves", "max_levels")})
-            for t in VOL_TARGETS for N in s["Ns"] if t != "MAJORITY" or N % 2]
+                 **{k: s[k] for k in ("n", "runs", "moves", "max_levels", "n_max")})
+            for t in VOL_TARGETS for N in vol_lengths(t, scale)]
 
 
 _VOL_UNIT = 1.2e-7        # CPU-seconds per (model x string x position^2): 20 s measured at book
+#: Plain Monte Carlo's points beside each estimate: as many as the estimator evaluated, at
+#: most this many (it resolves V down to about 10 / VOL_MC_MAX).
+VOL_MC_MAX = 50_000
 
 
 def _vol_cost(c):
-    levels = min(c["max_levels"], 2 + 4 * c["N"]) if c["target"] not in ("PARITY", "RANDOM") \
-        else c["max_levels"]
-    return 0.2 + _VOL_UNIT * c["runs"] * levels * c["n"] * c["moves"] * 2 ** c["N"] * (c["N"] + 1) ** 2
+    # levels: about -log V / log 10 (measured: 0 for the constant, 2 for FIRST and MAJORITY
+    # at N = 3, 4); PARITY and RANDOM reach max_levels and are run again at twice the points
+    easy = {"CONSTANT": 1, "FIRST": 2 + c["N"] / 3, "MAJORITY": 2 + c["N"] / 2}
+    hard = c["target"] not in easy
+    levels = c["max_levels"] if hard else easy[c["target"]]
+    evals = c["runs"] * levels * c["n"] * c["moves"] * (3 if hard else 1)
+    per_point = _VOL_UNIT * 2 ** c["N"] * (c["N"] + 1) ** 2
+    return 0.2 + per_point * (evals + min(evals, VOL_MC_MAX))
 
 
 def vol_one(config: dict) -> dict:
@@ -265,7 +295,8 @@ def vol_one(config: dict) -> dict:
     Returns ``log_volume``, ``interval``, ``runs`` (-inf, a run that found no point above 0,
     as None, like the other infinite values), ``levels``, ``evaluations``, ``M``,
     ``mc_hits`` and ``mc_n`` (plain Monte Carlo on as many uniform points as the estimator
-    evaluated, at most 200,000) and ``certified`` (:func:`log_volume_bound` of the certified
+    evaluated, at most :data:`VOL_MC_MAX`), ``mixed`` and ``n`` (the mixing check, the points
+    per level reported) and ``certified`` (:func:`log_volume_bound` of the certified
     box around the best point the estimator found; None when it found none)."""
     N = check_n(config["N"])
     model = Recognizer(1, config["D"], config["L"], config["H"], config["F"],
@@ -275,7 +306,7 @@ def vol_one(config: dict) -> dict:
                               margin=config["margin"])
     res = subset_volume(score, model.M, n=config["n"], runs=config["runs"],
                         moves=config["moves"], max_levels=config["max_levels"],
-                        seed=config["seed"])
+                        n_max=config["n_max"], seed=config["seed"])
     cert = -math.inf                      # certified bound: a box around the best point found
     if res["best_score"] > 0:
         best = res["best"]
@@ -285,7 +316,7 @@ def vol_one(config: dict) -> dict:
         cert = log_volume_bound(best, r)
     g = torch.Generator().manual_seed(config["seed"] + 7)
     hits, mc_n = 0, 0
-    while mc_n < min(res["evaluations"], 200_000):
+    while mc_n < min(res["evaluations"], VOL_MC_MAX):
         th = torch.rand(5000, model.M, generator=g, dtype=torch.float64) * 2 - 1
         hits += int((score(th) > 0).sum())
         mc_n += len(th)
@@ -294,8 +325,30 @@ def vol_one(config: dict) -> dict:
             "interval": [None if math.isinf(v) else v for v in res["interval"]],
             "runs": [None if math.isinf(v) else v for v in res["runs"]],
             "levels": res["levels"], "evaluations": res["evaluations"],
-            "M": model.M, "mc_hits": hits, "mc_n": mc_n,
+            "M": model.M, "mc_hits": hits, "mc_n": mc_n, "mixed": res["mixed"], "n": res["n"],
             "certified": None if math.isinf(cert) else cert}
+
+
+def vol_curves(configs, results) -> dict:
+    """target -> the curve of ``ch5_certified.log_volume`` over N: arrays ``N``, ``log_v``
+    (the estimate; for a refused one, its upper bound), ``se`` (the standard error of the
+    runs' mean log V; 0 where refused), ``censored`` (refused: only the upper bound),
+    ``lo``, ``hi`` (the interval), ``mc_upper`` (log of plain Monte Carlo's 95 % Wilson upper
+    end at equal evaluations: its floor) and ``certified`` (-inf where none)."""
+    out = {}
+    for c, r in sorted(zip(configs, results), key=lambda cr: (cr[0]["target"], cr[0]["N"])):
+        runs = np.array([-np.inf if v is None else v for v in r["runs"]])
+        refused = r["log_volume"] is None
+        row = dict(N=c["N"], censored=refused,
+                   log_v=r["interval"][1] if refused else r["log_volume"],
+                   se=0.0 if refused else float(runs.std(ddof=1) / math.sqrt(len(runs))),
+                   lo=-np.inf if refused else r["interval"][0], hi=r["interval"][1],
+                   mc_upper=math.log(wilson_interval(r["mc_hits"], r["mc_n"])[1]),
+                   certified=-np.inf if r["certified"] is None else r["certified"])
+        d = out.setdefault(c["target"], {k: [] for k in row})
+        for k, v in row.items():
+            d[k].append(v)
+    return {t: {k: np.array(v) for k, v in d.items()} for t, d in out.items()}
 
 
 # ---- the approximate-solution volume ----------------------------------------------------
@@ -379,3 +432,102 @@ register(Experiment("ch5_certified.log_volume", _vol_configs,
 register(Experiment("ch5_certified.volume", _volume_configs,
                     "sensbook.experiments.ch5_certified:volume_one", _volume_cost,
                     doc="the approximate-solution volume: accuracy >= 1 - delta of random theta"))
+
+
+# ---- growth laws of log V_f(N) ------------------------------------------------------------
+#: The laws compared: log V = a + b g(N) with g(N) = N (exponential in N), log N (a power of
+#: N), or a = log V (flat).
+GROWTH_LAWS = {"exponential": lambda N: N, "polynomial": np.log, "flat": None}
+#: Held-out log-likelihood units by which a law must beat every other to be named.
+LAW_MARGIN = 2.0
+
+
+def _law_nll(p, g, y, se, cens):
+    a, b, log_s = p[0], p[1], p[2]
+    mu = a + b * g
+    sd = torch.sqrt(se**2 + torch.exp(2 * log_s))
+    z = (y - mu) / sd
+    ll = torch.where(cens, torch.special.log_ndtr(z),
+                     -0.5 * z**2 - torch.log(sd) - 0.5 * math.log(2 * math.pi))
+    return -ll.sum()
+
+
+def _fit_law(g, y, se, cens, flat):
+    g, y, se = (torch.as_tensor(v, dtype=torch.float64) for v in (g, y, se))
+    cens = torch.as_tensor(cens, dtype=torch.bool)
+    p = torch.tensor([float(y[~cens].mean()) if (~cens).any() else float(y.mean()), 0.0, -1.0],
+                     dtype=torch.float64, requires_grad=True)
+    mask = torch.tensor([1.0, 0.0 if flat else 1.0, 1.0], dtype=torch.float64)
+    opt = torch.optim.LBFGS([p], max_iter=200, line_search_fn="strong_wolfe")
+
+    def closure():
+        opt.zero_grad()
+        q = p * mask
+        loss = _law_nll(torch.stack([q[0], q[1], p[2].clamp(-8, 5)]), g, y, se, cens)
+        loss.backward()
+        return loss
+    opt.step(closure)
+    return (p * mask).detach().clone().requires_grad_(False), p[2].detach().clamp(-8, 5)
+
+
+def growth_laws(Ns, log_v, se, censored) -> dict:
+    """Exponential, polynomial and flat laws for log V_f(N), compared by held-out likelihood.
+
+    Parameters
+    ----------
+    Ns : array-like
+        The lengths, ``(n,)``.
+    log_v : array-like
+        log V at each length; for a censored length, an upper bound on it.
+    se : array-like
+        Each estimate's standard error (its reported interval's half-width over 1.96).
+    censored : array-like of bool
+        True where only the upper bound is known (the estimator refused).
+
+    Returns
+    -------
+    dict
+        ``heldout`` (law -> the sum over lengths of the log-likelihood of each length's value
+        under the law fitted to the other lengths: density, or the probability of lying below
+        the bound for a censored one), ``verdict`` (the law that beats every other by at least
+        :data:`LAW_MARGIN`, else ``"cannot tell"``), ``rate`` and ``rate_se`` (the
+        exponential law's slope b in nats per unit of N, fitted on every length, and its
+        standard error from the observed information), ``power`` and ``power_se`` (the
+        polynomial law's exponent).
+
+    Notes
+    -----
+    The model: log V(N) ~ Normal(a + b g(N), se_N^2 + s^2), s fitted (the laws' own misfit),
+    with the upper bounds entering as left-censored values. Needs at least three lengths with
+    at least two uncensored values.
+    """
+    Ns, y, se = (np.asarray(v, dtype=float) for v in (Ns, log_v, se))
+    cens = np.asarray(censored, dtype=bool)
+    if not (len(Ns) == len(y) == len(se) == len(cens)) or len(Ns) < 3 or (~cens).sum() < 2:
+        raise ValueError(f"growth_laws needs >= 3 lengths (Ns, log_v, se, censored of one "
+                         f"length) with >= 2 uncensored values, got {len(Ns)} and "
+                         f"{int((~cens).sum())}")
+    out = {"heldout": {}}
+    for law, fn in GROWTH_LAWS.items():
+        g = np.zeros_like(Ns) if fn is None else fn(Ns)
+        total = 0.0
+        for i in range(len(Ns)):
+            keep = np.arange(len(Ns)) != i
+            p, log_s = _fit_law(g[keep], y[keep], se[keep], cens[keep], fn is None)
+            total -= float(_law_nll(torch.stack([p[0], p[1], log_s]),
+                                    torch.tensor(g[i:i + 1]), torch.tensor(y[i:i + 1]),
+                                    torch.tensor(se[i:i + 1]), torch.tensor(cens[i:i + 1])))
+        out["heldout"][law] = total
+        if fn is not None:
+            p, log_s = _fit_law(g, y, se, cens, False)
+            h = torch.autograd.functional.hessian(
+                lambda q: _law_nll(q, torch.tensor(g), torch.tensor(y), torch.tensor(se),
+                                   torch.tensor(cens)), torch.stack([p[0], p[1], log_s]))
+            cov = torch.linalg.pinv(h)
+            key = "rate" if law == "exponential" else "power"
+            out[key], out[key + "_se"] = float(p[1]), float(cov[1, 1].clamp_min(0).sqrt())
+    ll = out["heldout"]
+    best = max(ll, key=ll.get)
+    out["verdict"] = best if all(ll[best] - v >= LAW_MARGIN for k, v in ll.items()
+                                 if k != best) else "cannot tell"
+    return out

@@ -1,0 +1,65 @@
+"""Growth laws of log V_f(N) (sensbook.experiments.ch5_certified.growth_laws): each law is
+recovered from data it generated, with its rate inside the reported interval, and an upper
+bound (a refused estimate) enters as a censored value, not as a number."""
+import numpy as np
+import pytest
+
+from sensbook.experiments.ch5_certified import LAW_MARGIN, growth_laws
+
+N = np.arange(2, 10, dtype=float)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_each_law_is_named_from_the_data_it_generated(seed):
+    rng = np.random.default_rng(seed)
+    se = np.full(len(N), 0.3)
+    noise = rng.normal(0, 0.3, len(N))
+    exp = growth_laws(N, -1.0 - 2.5 * N + noise, se, np.zeros(len(N), bool))
+    assert exp["verdict"] == "exponential", exp
+    assert abs(exp["rate"] + 2.5) < 3 * exp["rate_se"] and exp["rate_se"] < 0.2, exp
+    poly = growth_laws(N, -1.0 - 9.0 * np.log(N) + noise, se, np.zeros(len(N), bool))
+    assert poly["verdict"] == "polynomial", poly
+    assert abs(poly["power"] + 9.0) < 3 * poly["power_se"], poly
+    flat = growth_laws(N, -4.0 + noise, se, np.zeros(len(N), bool))
+    assert flat["verdict"] in ("flat", "cannot tell"), flat
+    assert abs(flat["rate"]) < 3 * flat["rate_se"], flat
+    for r in (exp, poly):                       # the margin is met by the named law
+        best = r["heldout"][r["verdict"]]
+        assert all(best - v >= LAW_MARGIN for k, v in r["heldout"].items() if k != r["verdict"])
+
+
+def test_upper_bounds_enter_as_censored_values():
+    y = -2.0 * N
+    cens = N >= 8
+    loose = y + np.where(cens, 30.0, 0.0)        # bounds far above the line: no information
+    r = growth_laws(N, loose, np.full(len(N), 0.2), cens)
+    assert r["verdict"] == "exponential" and abs(r["rate"] + 2.0) < 0.1, r
+    # read as numbers, the same bounds would bend the line
+    wrong = growth_laws(N, loose, np.full(len(N), 0.2), np.zeros(len(N), bool))
+    assert abs(wrong["rate"] + 2.0) > 0.5, wrong
+    # a bound below the line contradicts it: the held-out likelihood falls
+    tight = growth_laws(N, y - np.where(cens, 10.0, 0.0), np.full(len(N), 0.2), cens)
+    assert tight["heldout"]["exponential"] < r["heldout"]["exponential"] - 10
+
+
+def test_too_few_lengths_are_refused():
+    with pytest.raises(ValueError, match="growth_laws"):
+        growth_laws([2, 3], [-1, -2], [0.1, 0.1], [False, False])
+    with pytest.raises(ValueError, match="uncensored"):
+        growth_laws([2, 3, 4], [-1, -2, -3], [0.1] * 3, [False, True, True])
+
+
+def test_vol_curves_keeps_refused_estimates_as_upper_bounds():
+    from sensbook.experiments.ch5_certified import vol_curves
+    cfg = [dict(target="PARITY", N=3), dict(target="PARITY", N=2)]
+    res = [dict(log_volume=None, interval=[None, -12.0], runs=[None, -13.0], mc_hits=0,
+                mc_n=1000, certified=None),
+           dict(log_volume=-5.0, interval=[-6.0, -4.0], runs=[-5.5, -4.5], mc_hits=10,
+                mc_n=1000, certified=-900.0)]
+    d = vol_curves(cfg, res)["PARITY"]
+    assert d["N"].tolist() == [2, 3]                            # sorted by N
+    assert d["censored"].tolist() == [False, True]
+    assert d["log_v"].tolist() == [-5.0, -12.0]                 # the bound, not a number
+    assert abs(d["se"][0] - np.std([-5.5, -4.5], ddof=1) / np.sqrt(2)) < 1e-12
+    assert d["certified"][1] == -np.inf and d["certified"][0] == -900.0
+    assert d["mc_upper"][1] > np.log(1 / 1000) and d["mc_upper"][0] > np.log(10 / 1000)

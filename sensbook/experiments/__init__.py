@@ -41,8 +41,8 @@ from ..runtime.sweep import Sweep, run_pool, run_sweep
 from ..settings import check_scale, device, scale as current_scale
 
 #: The chapters' experiment modules (imported on first use of the registry).
-CHAPTERS = ("ch1", "ch2", "ch3", "ch4", "ch5", "ch5_certified", "ch6_training", "ch6_explanations",
-            "ch7")
+CHAPTERS = ("ch1", "ch2", "ch3", "ch4", "ch5", "ch5_certified", "ch6_training", "ch6_mechanism",
+            "ch6_explanations", "ch7")
 
 #: The reference machine's budget for the book's experiments at ``book`` scale (seconds of the
 #: 25-minute ``make book`` budget left after setup, kernels and the chapters' own light cells),

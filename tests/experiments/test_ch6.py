@@ -5,7 +5,7 @@ import pytest
 import torch
 
 import sensbook as sb
-from sensbook.experiments import ch6_training as ch6t, ch6_explanations as ch6x
+from sensbook.experiments import ch6_training as ch6t, ch6_explanations as ch6x, ch6_mechanism as ch6m
 from sensbook.train import target
 from tests.test_train import _row, tiny
 
@@ -468,11 +468,11 @@ def test_pages_print_numbers_as_text_and_tables_as_html():
 
 # ---- ch6.interventions -------------------------------------------------------------------
 def test_intervention_runner_on_a_tiny_cell_against_the_instrument():
-    c = dict(ch6x.intervention_configs("ci")[0], N=4, seeds=[0, 1])
+    c = dict(ch6m.intervention_configs("ci")[0], N=4, seeds=[0, 1])
     c["protocol"] = {**c["protocol"], "steps": 20}
-    c["v_N"] = ch6x.danger_threshold(4, c["protocol"]["eps"])
-    r = ch6x.intervention_one(c)
-    names = set(ch6x.interventions_of(2, 4)) | {"trained"}
+    c["v_N"] = ch6m.danger_threshold(4, c["protocol"]["eps"])
+    r = ch6m.intervention_one(c)
+    names = set(ch6m.interventions_of(2, 4)) | {"trained"}
     assert set(r["accuracy"]) == set(r["agree"]) == set(r["margin"]) == names
     assert r["agree"]["trained"] == [1.0, 1.0]
     # retrain the same seeds and freeze the last LN at eos directly: the same agreement
@@ -504,30 +504,30 @@ def test_intervention_runner_on_a_tiny_cell_against_the_instrument():
                           sb.variance_summary(m0, x, v_N)["below"])
     assert np.allclose(r["theta_norm0"], m0.flat().double().norm(dim=1).numpy())
     assert np.allclose(r["theta_max"], model.flat().double().abs().amax(1).numpy())
-    rows = ch6x.danger_rows([c], [r])
+    rows = ch6m.danger_rows([c], [r])
     # the largest share below v_N over the sites that reach T: the last layer at eos only
     b = np.array(r["below"])
     want = np.concatenate([b[:, :2].max(2), b[:, 2:, -1]], axis=1)
     assert np.array_equal(rows[0]["below_seeds"], want)
-    assert "<td>PARITY</td>" in ch6x.danger_table(rows) and ch6x.patch_table([c], [r])
+    assert "<td>PARITY</td>" in ch6m.danger_table(rows) and ch6m.patch_table([c], [r])
 
 
 def test_danger_threshold_reaches_t_and_the_interior_dictator():
-    assert ch6x.danger_threshold(9, 0.0) == pytest.approx(1 / 9)
+    assert ch6m.danger_threshold(9, 0.0) == pytest.approx(1 / 9)
     # there z = 1/sqrt(v_N + eps) = sqrt(N): Lemma 2.9's one-layer-norm order-one flip
     N, eps = 11, 1e-5
-    assert 1 / math.sqrt(ch6x.danger_threshold(N, eps) + eps) == pytest.approx(math.sqrt(N))
+    assert 1 / math.sqrt(ch6m.danger_threshold(N, eps) + eps) == pytest.approx(math.sqrt(N))
     with pytest.raises(ValueError, match="eps"):
-        ch6x.danger_threshold(10, 0.1)
-    m = ch6x.reaches_t(2, 5)
+        ch6m.danger_threshold(10, 0.1)
+    m = ch6m.reaches_t(2, 5)
     assert m.shape == (4, 6) and m[:2].all() and m[2:, -1].all() and not m[2:, :-1].any()
     for N in (5, 7, 9, 11):
-        f = ch6x.intervention_target("DICTATOR_MID", N)
+        f = ch6m.intervention_target("DICTATOR_MID", N)
         x = sb.strings(N)
         mid = -(-N // 2)
         assert torch.equal(f(x), x[:, mid - 1].bool()) and 1 < mid < N
-        assert mid - 1 == ch6x.BIT_ROLES["x<sub>⌈N/2⌉</sub>"](N) in ch6x.patched_bits(N)
-    assert ch6x.intervention_target("SPARSE_PARITY_2", 7).S == (1, 2)
+        assert mid - 1 == ch6m.BIT_ROLES["x<sub>⌈N/2⌉</sub>"](N) in ch6m.patched_bits(N)
+    assert ch6m.intervention_target("SPARSE_PARITY_2", 7).S == (1, 2)
 
 
 def test_intervention_effects_verdicts_follow_the_interval_over_seeds():
@@ -536,12 +536,12 @@ def test_intervention_effects_verdicts_follow_the_interval_over_seeds():
              "b": [1.0] * 8, "c": [1.0, 0.9, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0]}
     r = dict(accuracy=agree, agree=agree, steps=[1] * 8,
              margin={"trained": [2.0] * 8, "a": [1.0] * 8, "b": [1.0] * 8, "c": [2.0] * 8})
-    rows = {x["intervention"]: x for x in ch6x.intervention_effects([c], [r])}
+    rows = {x["intervention"]: x for x in ch6m.intervention_effects([c], [r])}
     assert rows["a"]["verdict"] == "labels" and rows["b"]["verdict"] == "margin only"
     assert rows["c"]["verdict"] == "undecided"               # one seed: interval straddles
-    m, lo, hi = ch6x.mean_interval(1 - np.array(agree["a"]))
+    m, lo, hi = ch6m.mean_interval(1 - np.array(agree["a"]))
     assert math.isclose(m, rows["a"]["moved"]) and lo < m < hi
-    assert ch6x.pooled_moved([c, c], [r, r], "PARITY", "a")[0] == pytest.approx(m)
+    assert ch6m.pooled_moved([c, c], [r, r], "PARITY", "a")[0] == pytest.approx(m)
 
 
 def test_logrank_against_scipy_with_ties_and_censoring():

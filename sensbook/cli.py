@@ -2,6 +2,7 @@
 profile a model of your own.
 
     sensbook list                                               # every experiment, sizes, cost
+    sensbook list --scale book --measured results               # stored CPU seconds vs the cost models
     sensbook sweep ch5 --scale paper --out results/             # all of chapter 5's experiments
     sensbook sweep ch5.k0_growth --scale paper --workers 4      # one experiment, four processes
     sensbook sweep all --scale book --workers 2                 # everything `make book` needs
@@ -48,6 +49,10 @@ def _parser():
     _profile_options(sub)
     ls = sub.add_parser("list", help="every experiment: configurations and predicted cost per scale")
     ls.add_argument("--scale", choices=SCALES, default=None, help="only this scale")
+    ls.add_argument("--measured", default=None, metavar="STORE",
+                    help="with --scale: beside each prediction, the CPU seconds the results "
+                         "stored in STORE took (meta.cpu_seconds) and their factor over the "
+                         "uncalibrated cost model (experiments.COST_CALIBRATION)")
     c = sub.add_parser("calibrate", help="run an experiment's ci configurations and compare the "
                                          "measured seconds with its cost model")
     c.add_argument("experiment")
@@ -494,6 +499,12 @@ def main(argv=None) -> int:
     except ValueError as e:
         print(f"sensbook: {e}", file=sys.stderr)
         return 2
+    if args.command == "list" and args.measured is not None:
+        if args.scale is None:
+            print("sensbook: --measured needs --scale (the scale the stored results are of)",
+                  file=sys.stderr)
+            return 2
+        return _measured(exps, args.scale, results_dir(args.measured))
     if args.command == "list":
         scales = [args.scale] if args.scale else list(SCALES)
         print(f"{'experiment':28s} " + " ".join(f"{s + ' (configs, predicted)':>26s}" for s in scales))
@@ -549,6 +560,27 @@ def main(argv=None) -> int:
               f"{stored} of {total} configurations are stored in {out} and kept: run the same "
               "command again to resume (what is stored is not computed again)", file=sys.stderr)
         return 130
+
+
+def _measured(exps, scale, root) -> int:
+    """``sensbook list --measured``: per experiment, the calibrated prediction at ``scale``,
+    the CPU seconds its stored results took and the factor measured / uncalibrated model."""
+    from .experiments import COST_CALIBRATION
+    from .runtime.store import Store
+
+    print(f"{'experiment':28s} {'stored':>9s} {'predicted':>10s} {'measured':>10s} "
+          f"{'factor':>7s}")
+    for e in exps:
+        sw = e.sweep(scale)
+        st = Store(root, sw.name, sw.version)
+        recs = [st.record(c) for c in sw.configs]
+        done = [(c, r) for c, r in zip(sw.configs, recs) if r is not None]
+        cpu = sum(r["meta"].get("cpu_seconds", 0.0) for _, r in done)
+        model = sum(e.cost(c) for c, _ in done) / COST_CALIBRATION.get(e.name, 1.0)
+        factor = f"{cpu / model:7.2f}" if done and model > 0 else f"{'-':>7s}"
+        print(f"{e.name:28s} {len(done):>4d}/{len(recs):<4d} {e.predicted_seconds(scale):10.1f} "
+              f"{cpu:10.1f} {factor}")
+    return 0
 
 
 def _calibrate(exps, keep=None) -> int:

@@ -28,7 +28,7 @@ from .ch6_training import cost
 #: variances against the danger threshold :func:`danger_threshold`.
 INTERVENTION_SIZES = {
     "ci": dict(Ns=[5, 7], seeds=8, budget=1500),
-    "book": dict(Ns=[5, 7, 9, 11], seeds=8, budget=3000),
+    "book": dict(Ns=[5, 7, 9], seeds=8, budget=3000),
     "paper": dict(Ns=[5, 7, 9, 11, 13], seeds=16, budget=10000),
 }
 #: PARITY, FIRST (the dictator on the marked x_1) and MAJORITY; 2- and 3-sparse PARITY on

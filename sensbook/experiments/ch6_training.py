@@ -236,7 +236,7 @@ SIZES = {
     "book": dict(Ns=[5, 7, 9, 11, 13], seeds=6, budget=3000, batch=64, lr=1e-3,
                  targets=list(TARGETS),
                  sparse=dict(targets=["SPARSE_PARITY_3", "SPARSE_MAJORITY_3"], Ns=[5, 9, 13]),
-                 long=dict(Ns=[17, 33, 65, 129], eps=[1e-5, 0.1], seeds=3, budget=1000,
+                 long=dict(Ns=[17, 33, 65], eps=[1e-5, 0.1], seeds=3, budget=1000,
                            n_test=512),
                  rivals=dict(targets=["SPARSE_PARITY_2", "SPARSE_PARITY_3"], Ns=[5, 9, 13, 21],
                              control_N=5, seeds=8)),

@@ -550,3 +550,33 @@ def test_ctrl_c_while_workers_start_prints_one_line_and_no_worker_traceback(tmp_
     assert p.returncode == 130, err
     assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
     assert "run the same command again to resume" in err
+
+
+def test_list_measured_reads_the_stored_cpu_seconds_against_the_uncalibrated_model(
+        tmp_path, monkeypatch, capsys):
+    """`sensbook list --scale ci --measured STORE`: the CPU seconds the stored results took
+    (meta.cpu_seconds, summed) beside the calibrated prediction, and their factor over the
+    model before calibration (what COST_CALIBRATION is set from)."""
+    import json
+    from sensbook import experiments as ex
+    from tests.runtime.test_executors import fake_experiment
+    exp = fake_experiment(monkeypatch, n=2)
+    out = tmp_path / "store"
+    sb.run_experiment(exp.name, "ci", out, progress=False)
+    for f in (out / exp.name).glob("*.json"):             # each record: 0.3 CPU seconds
+        rec = json.loads(f.read_text())
+        rec["meta"]["cpu_seconds"] = 0.3
+        rec["sha256"] = sb.runtime.store._checksum(rec)
+        f.write_text(json.dumps(rec))
+    capsys.readouterr()
+    assert main(["list", "--scale", "ci", "--measured", str(out)]) == 0
+    line = next(l for l in capsys.readouterr().out.splitlines() if l.startswith("test.fake"))
+    assert line.split()[1:] == ["2/2", "0.2", "0.6", "3.00"]  # 2 x 0.1 predicted, 2 x 0.3
+    monkeypatch.setitem(ex.COST_CALIBRATION, "test.fake", 3.0)   # calibrated: 3 x the model
+    cal = ex.Experiment("test.fake", exp.configs, exp.runner, lambda c: 0.1)
+    monkeypatch.setitem(ex.EXPERIMENTS, "test.fake", cal)
+    assert main(["list", "--scale", "ci", "--measured", str(out)]) == 0
+    line = next(l for l in capsys.readouterr().out.splitlines() if l.startswith("test.fake"))
+    assert line.split()[1:] == ["2/2", "0.6", "0.6", "3.00"]
+    assert main(["list", "--measured", str(out)]) == 2     # which scale the store is of
+    assert "--measured needs --scale" in capsys.readouterr().err

@@ -49,10 +49,8 @@ def _parser():
     _profile_options(sub)
     ls = sub.add_parser("list", help="every experiment: configurations and predicted cost per scale")
     ls.add_argument("--scale", choices=SCALES, default=None, help="only this scale")
-    ls.add_argument("--measured", default=None, metavar="STORE",
-                    help="with --scale: beside each prediction, the CPU seconds the results "
-                         "stored in STORE took (meta.cpu_seconds) and their factor over the "
-                         "uncalibrated cost model (experiments.COST_CALIBRATION)")
+    ls.add_argument("--measured", default=None, metavar="STORE", help="with --scale: the CPU "
+                    "seconds STORE's results took, and their factor over the cost model")
     c = sub.add_parser("calibrate", help="run an experiment's ci configurations and compare the "
                                          "measured seconds with its cost model")
     c.add_argument("experiment")
@@ -453,15 +451,12 @@ def _profile(args) -> int:
         print("\nsensbook: interrupted; nothing was saved", file=sys.stderr)
         return 130
     except MemoryError:
-        print(f"sensbook: out of memory at --N {args.N}: lower --memory-mb, --N or --samples",
-              file=sys.stderr)
-        return 2
+        return _fail(f"out of memory at --N {args.N}: lower --memory-mb, --N or --samples")
     except (ValueError, TypeError, ImportError, OSError, RuntimeError, IndexError) as e:
         msg = str(e).splitlines()[0] if str(e) else type(e).__name__
         if computing and not isinstance(e, ValueError):
             msg = _diagnose(model, o, e)
-        print(f"sensbook: {msg}", file=sys.stderr)
-        return 2
+        return _fail(msg)
     for line in _summary(prof):
         print(line)
     decided = prof.n_strings - prof.undecided - prof.nonfinite
@@ -470,8 +465,7 @@ def _profile(args) -> int:
               f"({'accepted' if int(prof.accepted) else 'rejected'}): the model is constant on "
               "them, so the profile says only k = 0. Is it read right (--output, --threshold)?",
               file=sys.stderr)
-    command = {k: v for k, v in o.items()}
-    command.update(target=args.target, device=args.device)
+    command = dict(o, target=args.target, device=args.device)
     try:
         prof.save(args.out, model=args.target, command=command)
     except (ValueError, OSError, TypeError, KeyboardInterrupt) as e:
@@ -486,6 +480,12 @@ def _profile(args) -> int:
     return 0
 
 
+def _fail(message: str) -> int:
+    """A bad argument: one line on stderr, exit status 2."""
+    print(f"sensbook: {message}", file=sys.stderr)
+    return 2
+
+
 def main(argv=None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "profile":
@@ -497,21 +497,23 @@ def main(argv=None) -> int:
     try:
         exps = select(getattr(args, "experiment", "all"))
     except ValueError as e:
-        print(f"sensbook: {e}", file=sys.stderr)
-        return 2
+        return _fail(str(e))
     if args.command == "list" and args.measured is not None:
         if args.scale is None:
-            print("sensbook: --measured needs --scale (the scale the stored results are of)",
-                  file=sys.stderr)
-            return 2
-        return _measured(exps, args.scale, results_dir(args.measured))
+            return _fail("--measured needs --scale (the scale the stored results are of)")
+        from .experiments import measured
+        print(f"{'experiment':28s} {'stored':>9s} {'predicted':>10s} {'measured':>10s} factor")
+        for r in measured(exps, args.scale, results_dir(args.measured)):
+            f = "-" if r["factor"] is None else f"{r['factor']:.2f}"
+            print(f"{r['name']:28s} {r['stored']:>4d}/{r['configs']:<4d} "
+                  f"{r['predicted']:10.1f} {r['cpu_seconds']:10.1f} {f:>6s}")
+        return 0
     if args.command == "list":
         scales = [args.scale] if args.scale else list(SCALES)
         print(f"{'experiment':28s} " + " ".join(f"{s + ' (configs, predicted)':>26s}" for s in scales))
         for e in exps:
-            cells = []
-            for s in scales:
-                cells.append(f"{len(e.configs(s)):>5d}, {_fmt_seconds(e.predicted_seconds(s)):>19s}")
+            cells = [f"{len(e.configs(s)):>5d}, {_fmt_seconds(e.predicted_seconds(s)):>19s}"
+                     for s in scales]
             print(f"{e.name:28s} " + " ".join(f"{c:>26s}" for c in cells))
         print("predicted: CPU time of one thread on the reference machine (a 2-core CPU); "
               "--workers 2 takes about half of that in wall time")
@@ -523,8 +525,7 @@ def main(argv=None) -> int:
             print(f"sensbook: {e}", file=sys.stderr)
             return 1
     if args.workers < 1:
-        print("sensbook: --workers must be >= 1", file=sys.stderr)
-        return 2
+        return _fail("--workers must be >= 1")
     try:
         scale = _scale(args)
         devices = _devices(args)
@@ -533,8 +534,7 @@ def main(argv=None) -> int:
 
             device()                                   # $SENSBOOK_DEVICE, checked here
     except ValueError as e:
-        print(f"sensbook: {e}", file=sys.stderr)
-        return 2
+        return _fail(str(e))
     out = results_dir(args.out)                        # a relative --out: as $SENSBOOK_RESULTS
     if args.device:
         os.environ["SENSBOOK_DEVICE"] = args.device      # workers inherit it
@@ -542,8 +542,7 @@ def main(argv=None) -> int:
     try:
         executor = _cluster_executor(args)
     except ValueError as e:
-        print(f"sensbook: {e}", file=sys.stderr)
-        return 2
+        return _fail(str(e))
     try:
         return _sweep(args, exps, scale, out, workers, devices, executor)
     except OSError as e:                     # a store that cannot be written: one line
@@ -560,27 +559,6 @@ def main(argv=None) -> int:
               f"{stored} of {total} configurations are stored in {out} and kept: run the same "
               "command again to resume (what is stored is not computed again)", file=sys.stderr)
         return 130
-
-
-def _measured(exps, scale, root) -> int:
-    """``sensbook list --measured``: per experiment, the calibrated prediction at ``scale``,
-    the CPU seconds its stored results took and the factor measured / uncalibrated model."""
-    from .experiments import COST_CALIBRATION
-    from .runtime.store import Store
-
-    print(f"{'experiment':28s} {'stored':>9s} {'predicted':>10s} {'measured':>10s} "
-          f"{'factor':>7s}")
-    for e in exps:
-        sw = e.sweep(scale)
-        st = Store(root, sw.name, sw.version)
-        recs = [st.record(c) for c in sw.configs]
-        done = [(c, r) for c, r in zip(sw.configs, recs) if r is not None]
-        cpu = sum(r["meta"].get("cpu_seconds", 0.0) for _, r in done)
-        model = sum(e.cost(c) for c, _ in done) / COST_CALIBRATION.get(e.name, 1.0)
-        factor = f"{cpu / model:7.2f}" if done and model > 0 else f"{'-':>7s}"
-        print(f"{e.name:28s} {len(done):>4d}/{len(recs):<4d} {e.predicted_seconds(scale):10.1f} "
-              f"{cpu:10.1f} {factor}")
-    return 0
 
 
 def _calibrate(exps, keep=None) -> int:

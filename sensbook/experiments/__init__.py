@@ -105,6 +105,25 @@ class Experiment:
         return float(sum(self.cost(c) for c in self.configs(scale)))
 
 
+def measured(exps, scale: str, root) -> list:
+    """Per experiment of ``exps``, what its results stored under ``root`` at ``scale`` took:
+    ``stored`` of ``configs``, ``predicted`` (the calibrated cost at ``scale``),
+    ``cpu_seconds`` (their ``meta.cpu_seconds``, summed) and ``factor``, those seconds over
+    the uncalibrated model of the same configurations (what :data:`COST_CALIBRATION` holds;
+    None when nothing is stored). ``sensbook list --scale S --measured STORE`` prints it."""
+    rows = []
+    for e in exps:
+        sw = e.sweep(scale)
+        st = Store(root, sw.name, sw.version)
+        done = [(c, r) for c in sw.configs if (r := st.record(c)) is not None]
+        cpu = float(sum(r["meta"].get("cpu_seconds", 0.0) for _, r in done))
+        model = sum(e.cost(c) for c, _ in done) / COST_CALIBRATION.get(e.name, 1.0)
+        rows.append(dict(name=e.name, stored=len(done), configs=len(sw.configs),
+                         predicted=e.predicted_seconds(scale), cpu_seconds=cpu,
+                         factor=cpu / model if done and model > 0 else None))
+    return rows
+
+
 EXPERIMENTS: dict = {}
 _loaded = False
 

@@ -291,7 +291,7 @@ def certify(model: Recognizer, x, labels, radius, *, margin: float = 0.0,
     bounds : callable or None
         The bound to certify with, called as ``bounds(model, x, radius, chunk=chunk)`` and
         returning :class:`Bounds`: None is :func:`output_bounds` (interval arithmetic);
-        ``sensbook.zonotope.affine_bounds`` is the tighter affine-arithmetic one.
+        :func:`sensbook.affine_bounds` is the tighter affine-arithmetic one.
 
     Returns
     -------
@@ -337,7 +337,9 @@ def certified_radius(model: Recognizer, x, labels, *, margin: float = 0.0, r_max
     chunk : int
         Strings processed at a time.
     bounds : callable or None
-        The bound, as for :func:`certify` (None: interval arithmetic).
+        The bound to certify with, called as ``bounds(model, x, radius, chunk=chunk)``:
+        None is :func:`output_bounds` (interval arithmetic); :func:`sensbook.tight_bounds`
+        the tighter one (affine arithmetic intersected with intervals).
     shape : array-like or None
         M weights > 0 (one per parameter, in the order of :meth:`Recognizer.flat`): the box
         certified at r is then :math:`|\theta_i - \theta_{0,i}| \le r\, w_i` (a box shaped

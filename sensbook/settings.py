@@ -213,7 +213,13 @@ def _notebook_bar():
         def display(self, msg=None, pos=None, close=False, bar_style=None, check_delay=True):
             super().display(msg, pos, close=close, bar_style=bar_style, check_delay=False)
             if check_delay and self.delay > 0 and not self.displayed and not close:
-                self._handle = display(self.container, display_id=True)
+                # the widget's view as raw data: ipywidgets 7 (Colab's) displays a widget
+                # through _ipython_display_, which drops the display id
+                view = {"version_major": 2, "version_minor": 0,
+                        "model_id": self.container.model_id}
+                self._handle = display({"text/plain": repr(self.container),
+                                        "application/vnd.jupyter.widget-view+json": view},
+                                       raw=True, display_id=True)
                 self.displayed = True
             handle = getattr(self, "_handle", None)
             if close and not self.leave and handle is not None \

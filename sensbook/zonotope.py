@@ -37,7 +37,7 @@ zonotope domain of Singh et al. 2018), each a lemma that holds for every point o
 The remainders are second order in r, so at small radius the bound is
 :math:`T(\theta_0) - \sum_i |\partial_i T(\theta_0)|\, r_i - O(r^2)`: the first-order
 (mean-value) form, with its remainder bounded soundly. :func:`affine_bounds` has the
-signature of :func:`sensbook.certify.output_bounds` and is passed to
+signature of :func:`sensbook.output_bounds` and is passed to
 :func:`sensbook.certify.certified_radius` as ``bounds=``. Valid up to float64 rounding, as
 the interval bounds.
 """
@@ -310,7 +310,7 @@ def affine_bounds(model: Recognizer, x, radius, *, chunk: int = 4096,
     Returns
     -------
     sensbook.certify.Bounds
-        The same fields as :func:`sensbook.certify.output_bounds`.
+        The same fields as :func:`sensbook.output_bounds`.
     """
     if not isinstance(model, Recognizer) or model.P != 1:
         raise ValueError("model must be a sensbook.Recognizer holding one model (P = 1), got "
@@ -379,7 +379,7 @@ def affine_bounds(model: Recognizer, x, radius, *, chunk: int = 4096,
 def tight_bounds(model: Recognizer, x, radius, *, chunk: int = 4096,
                  memory_mb: float | None = None) -> Bounds:
     r"""The intersection of :func:`affine_bounds` and interval arithmetic
-    (:func:`sensbook.certify.output_bounds`): both enclose T over the box, so does their
+    (:func:`sensbook.output_bounds`): both enclose T over the box, so does their
     intersection; a string is uncertifiable only when both say so.
 
     Parameters
@@ -411,7 +411,7 @@ def grow_box(model: Recognizer, x, labels, radius: float, *, margin: float = 0.0
 
     Starting from the cube of half-width ``radius`` (which must certify), each parameter
     tensor in turn (in the order of ``named_parameters``) has its half-width multiplied by the first of ``factors`` at which the whole
-    box still certifies (:func:`sensbook.certify.certify`, margin ``margin``), or is left as
+    box still certifies (``sensbook.certify.certify``, margin ``margin``), or is left as
     it is. Every box kept was certified, so the result is: a search for a larger certified
     volume, not an optimum.
 
@@ -426,7 +426,7 @@ def grow_box(model: Recognizer, x, labels, radius: float, *, margin: float = 0.0
     radius : float
         The certified cube's half-width (> 0).
     margin : float
-        The label margin, as for :func:`sensbook.certify.certify`.
+        The label margin, as for ``sensbook.certify.certify``.
     factors : sequence of float
         The growth factors tried per tensor, in order (each > 1).
     bounds : callable or None

@@ -321,7 +321,8 @@ def patch_table(configs, results, min_flips: float = 0.1) -> str:
     targets = list(dict.fromkeys(c["target"] for c in configs))
     cell = lambda a: f"{np.mean(a[0]):.2f} / {np.mean(a[1]):.2f}" if a[0] else "-"
     return html_table(("target",) + tuple(BIT_ROLES),
-                      [[t] + [cell(acc[t, role]) for role in BIT_ROLES] for t in targets])
+                      [[t] + [cell(acc[t, role]) for role in BIT_ROLES] for t in targets],
+                      prose=True)
 
 
 def reaches_t(L: int, N: int) -> np.ndarray:

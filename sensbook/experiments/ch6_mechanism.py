@@ -361,16 +361,17 @@ def danger_rows(configs, results) -> list:
     return rows
 
 
-def danger_table(rows) -> str:
-    """HTML: per (target, N) of :func:`danger_rows`, v_N and per layer norm the largest share
-    of strings below it after (before) training / the median variance at eos / the median
-    blowup tau_j after (before) training."""
+def danger_table(rows, norms=None) -> str:
+    """HTML: per (target, N) of :func:`danger_rows`, v_N and per layer norm j of ``norms``
+    (None: all) the largest share of strings below it after (before) training / the median
+    variance at eos / the median blowup tau_j after (before) training."""
+    js = range(len(rows[0]["below"])) if norms is None else norms
     head = ("target", "N", "v<sub>N</sub>") + tuple(
         f"LN {j + 1}: share below v<sub>N</sub> / median var at eos / τ<sub>{j + 1}</sub>"
-        for j in range(len(rows[0]["below"])))
+        for j in js)
     out = [[r["target"], r["N"], f"{r['v_N']:.3f}"]
-           + [f"{b:.2f} ({b0:.2f}) / {v:.2f} / {t:.1f} ({t0:.1f})" for b, b0, v, t, t0 in
-              zip(r["below"], r["below0"], r["var_median"], r["tau"], r["tau0"])]
+           + [f"{r['below'][j]:.2f} ({r['below0'][j]:.2f}) / {r['var_median'][j]:.2f} / "
+              f"{r['tau'][j]:.1f} ({r['tau0'][j]:.1f})" for j in js]
            for r in rows]
     return html_table(head, out, prose=True)
 

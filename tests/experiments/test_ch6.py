@@ -510,6 +510,8 @@ def test_intervention_runner_on_a_tiny_cell_against_the_instrument():
     want = np.concatenate([b[:, :2].max(2), b[:, 2:, -1]], axis=1)
     assert np.array_equal(rows[0]["below_seeds"], want)
     assert "<td>PARITY</td>" in ch6m.danger_table(rows) and ch6m.patch_table([c], [r])
+    assert ch6m.danger_table(rows, [1]).count("LN 2:") == 1 \
+        and "LN 1:" not in ch6m.danger_table(rows, [1])
 
 
 def test_danger_threshold_reaches_t_and_the_interior_dictator():

@@ -187,6 +187,29 @@ def _layer(boxes, l):
 
 
 @torch.no_grad()
+def _checked(model, x, chunk, memory_mb, per_string, what: str) -> tuple:
+    """The argument checks of :func:`output_bounds` and of the affine ``what`` bounds
+    (:mod:`sensbook.zonotope`): one model, strings of shape (B, N), and ``chunk`` cut to the
+    strings ``memory_mb`` holds at ``per_string(model, N)`` bytes each. Returns (x, N, chunk)."""
+    if not isinstance(model, Recognizer) or model.P != 1:
+        raise ValueError("model must be a sensbook.Recognizer holding one model (P = 1), got "
+                         f"{model!r}")
+    chunk = check_int(chunk, "chunk", minimum=1)
+    x = check_strings(x)
+    if x.dim() != 2 or len(x) == 0:
+        raise ValueError(f"x must have shape (B, N) with B >= 1 strings, got {tuple(x.shape)}")
+    N = check_n(x.shape[-1])
+    memory_mb = check_memory_mb(default_memory_mb(model.device) if memory_mb is None
+                                else memory_mb)
+    one = per_string(model, N)
+    fits = int(memory_mb * 2**20 // one)
+    if fits < 1:
+        raise ValueError(f"memory_mb={memory_mb:g} cannot hold the {what} of one string at N={N}"
+                         f" ({one / 2**20:.1f} MiB for this model): give memory_mb >= "
+                         f"{math.ceil(one / 2**20)}")
+    return x, N, min(chunk, fits)
+
+
 def _bytes_per_string(model: Recognizer, N: int) -> int:
     """Bytes one string costs in :func:`output_bounds` at once: the attention's corner
     products, six float64 tensors of (H, S, S, D/H) per layer (S = N + 1), dominate; the
@@ -223,23 +246,7 @@ def output_bounds(model: Recognizer, x, radius, *, layer_norm: bool = True,
     -------
     Bounds
     """
-    if not isinstance(model, Recognizer) or model.P != 1:
-        raise ValueError("model must be a sensbook.Recognizer holding one model (P = 1), got "
-                         f"{model!r}")
-    chunk = check_int(chunk, "chunk", minimum=1)
-    x = check_strings(x)
-    if x.dim() != 2 or len(x) == 0:
-        raise ValueError(f"x must have shape (B, N) with B >= 1 strings, got {tuple(x.shape)}")
-    N = check_n(x.shape[-1])
-    memory_mb = check_memory_mb(default_memory_mb(model.device) if memory_mb is None
-                                else memory_mb)
-    one = _bytes_per_string(model, N)
-    fits = int(memory_mb * 2**20 // one)
-    if fits < 1:
-        raise ValueError(f"memory_mb={memory_mb:g} cannot hold the bounds of one string at N={N}"
-                         f" ({one / 2**20:.1f} MiB for this model): give memory_mb >= "
-                         f"{math.ceil(one / 2**20)}")
-    chunk = min(chunk, fits)
+    x, N, chunk = _checked(model, x, chunk, memory_mb, _bytes_per_string, "bounds")
     boxes = _boxes(model, radius)
     phi = positional_features(N, mark_first=model.mark_first, device=model.device,
                               dtype=torch.float64)

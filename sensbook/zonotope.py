@@ -47,10 +47,8 @@ import math
 
 import torch
 
-from .boolean import check_int, check_memory_mb, check_n, check_strings
-from .certify import Bounds, _radius, certify, output_bounds
+from .certify import Bounds, _checked, _radius, certify, output_bounds
 from .model import EOS, Recognizer, positional_features
-from .settings import default_memory_mb
 
 __all__ = ["Affine", "affine_bounds", "tight_bounds", "grow_box"]
 
@@ -312,22 +310,7 @@ def affine_bounds(model: Recognizer, x, radius, *, chunk: int = 4096,
     sensbook.certify.Bounds
         The same fields as :func:`sensbook.output_bounds`.
     """
-    if not isinstance(model, Recognizer) or model.P != 1:
-        raise ValueError("model must be a sensbook.Recognizer holding one model (P = 1), got "
-                         f"{model!r}")
-    chunk = check_int(chunk, "chunk", minimum=1)
-    x = check_strings(x)
-    if x.dim() != 2 or len(x) == 0:
-        raise ValueError(f"x must have shape (B, N) with B >= 1 strings, got {tuple(x.shape)}")
-    N = check_n(x.shape[-1])
-    memory_mb = check_memory_mb(default_memory_mb(model.device) if memory_mb is None
-                                else memory_mb)
-    one = _bytes_per_string(model, N)
-    fits = int(memory_mb * 2**20 // one)
-    if fits < 1:
-        raise ValueError(f"memory_mb={memory_mb:g} cannot hold the affine bounds of one string "
-                         f"at N={N}: give memory_mb >= {math.ceil(one / 2**20)}")
-    chunk = min(chunk, fits)
+    x, N, chunk = _checked(model, x, chunk, memory_mb, _bytes_per_string, "affine bounds")
     P = _Params(model, radius)
     M, dev, f64 = P.M, model.device, torch.float64
     tok0, rtok, itok = P.p["tok"]

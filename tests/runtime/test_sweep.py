@@ -223,21 +223,52 @@ def test_console_script_is_declared():
     assert 'sensbook = "sensbook.cli:main"' in text
 
 
-def test_key_covers_the_instruments_and_the_runners_chapter_only():
+def test_key_covers_the_runners_imports_only():
     files = lambda runner=None: {p.relative_to(p.parents[1] if p.parent.name != "sensbook"
                                                else p.parent).as_posix()
                                  for p in sensbook.runtime.store.fingerprinted_files(runner)}
     ch6_files = files("sensbook.experiments.ch6_training:run_config")
     for m in ("boolean.py", "model.py", "profile.py", "train.py", "geometry.py", "volume.py",
-              "constructions.py", "settings.py", "experiments/ch6_training.py", "experiments/__init__.py"):
+              "settings.py", "experiments/ch6_training.py", "experiments/__init__.py"):
         assert m in ch6_files
-    # the command line, the runtime and the other chapters' experiments are not in ch6's key
-    assert not {"cli.py", "__init__.py", "pages.py", "experiments/ch2.py"} & ch6_files
+    # the command line, the runtime, the other chapters' experiments and the instruments
+    # chapter 6 never imports (the certificates) are not in ch6's key
+    assert not {"cli.py", "__init__.py", "pages.py", "experiments/ch2.py", "zonotope.py",
+                "attack.py", "certify.py"} & ch6_files
     assert not any(f.startswith("runtime/") for f in ch6_files)
-    assert files() == {f for f in ch6_files if "/" not in f}
+    assert {"zonotope.py", "attack.py", "certify.py", "experiments/ch5.py"} <= files(
+        "sensbook.experiments.ch5_certified:attack_one")
+    assert {f for f in ch6_files if "/" not in f} < files()
+    assert files() == {p.name for p in sensbook.runtime.store._PACKAGE.glob("*.py")} - {
+        "cli.py", "__init__.py", "pages.py"}
     v = sensbook.runtime.store.version
     assert v("sensbook.experiments.ch6_training:run_config") != v("sensbook.experiments.ch2:e1_cell")
-    assert v("tests.runtime.test_sweep:fake") == v()        # code outside the package: no file
+    assert v("tests.runtime.test_sweep:fake") == v()        # code outside the package: every instrument
+
+
+def test_key_is_closed_under_the_imports_of_its_files():
+    """Read by a regular expression (not the store's parser): every module of the package that a
+    fingerprinted file imports by a relative ``from`` is fingerprinted too, for every runner of
+    every experiment, unless it is the runtime or a module that computes nothing."""
+    import re
+
+    pkg = sensbook.runtime.store._PACKAGE
+    runners = {e.sweep("ci").runner for e in sb.experiments.registry().values()}
+    for runner in sorted(runners):
+        key = set(sensbook.runtime.store.fingerprinted_files(runner))
+        for f in key:
+            for dots, mod, names in re.findall(r"^\s*from (\.+)([\w.]*) import \(?([\w, \n]+)",
+                                               f.read_text(), re.M):
+                base = f.parent
+                for _ in range(len(dots) - 1):
+                    base = base.parent
+                target = base.joinpath(*mod.split(".")) if mod else base
+                cands = [target.with_suffix(".py")] + [target / f"{n.strip()}.py"
+                                                       for n in names.split(",") if n.strip()]
+                for c in cands:
+                    if c.is_file() and "runtime" not in c.relative_to(pkg).parts and \
+                            c.name not in ("cli.py", "pages.py", "__init__.py"):
+                        assert c in key, (runner, f.name, c.name)
 
 
 def test_stored_results_record_device_and_seconds(tmp_path):

@@ -30,9 +30,17 @@ zonotope domain of Singh et al. 2018), each a lemma that holds for every point o
 * **softmax** as :math:`E_j \cdot (\sum_k E_k)^{-1}`, :math:`E_k = \exp(s_k - t)` with a
   constant t (exact shift): the first-order dependence between :math:`E_j` and the sum is
   kept in the forms;
-* **layer norm** as :math:`c_j \cdot (\mathrm{mean}(c^2) + \varepsilon)^{-1/2}` with the exact
-  linear centring; a variance whose lower end reaches 0 makes the string **uncertifiable**,
-  as in :mod:`sensbook.certify`.
+* **layer norm** two ways, per entry the narrower: by its parts,
+  :math:`c_j \cdot (\mathrm{mean}(c^2) + \varepsilon)^{-1/2}` with the exact linear centring
+  (:func:`_layer_norm_parts`), and as one map :math:`\sqrt D\, c / \lVert (c, \kappa)
+  \rVert`, :math:`\kappa^2 = D \varepsilon`, whose Jacobian is exact and whose Taylor
+  remainder is bounded by the norm of its second derivative, at most
+  :math:`(2/\sqrt 3) \lVert h \rVert^2 / \lVert (c, \kappa) \rVert^2`
+  (:func:`_layer_norm_direct`). A norm whose lower bound reaches 0 makes the string
+  **uncertifiable**, as in :mod:`sensbook.certify`;
+* **the last layer norm and the read-out** together: :math:`T - \omega = \sqrt D\,
+  (w \cdot c) / \lVert (c, \kappa) \rVert` is a product of two forms over a positive
+  scalar, so its sign is decided by the form :math:`w \cdot c` alone (:func:`_readout`).
 
 The remainders are second order in r, so at small radius the bound is
 :math:`T(\theta_0) - \sum_i |\partial_i T(\theta_0)|\, r_i - O(r^2)`: the first-order
@@ -232,9 +240,10 @@ def _param_affine(z: Affine, W, b, M) -> Affine:
     return Affine(c, G, out.e + z.rad() @ rW)
 
 
-def _layer_norm(d: Affine, eps):
-    """(LN_eps(d), bad): bad (X[:-1]) marks positions where no positive lower bound on the
-    variance is known (at eps = 0 some theta of the box may have LN_0 undefined there)."""
+def _layer_norm_parts(d: Affine, eps):
+    """(LN_eps(d), bad) by the rules of its parts: the variance (square), its inverse square
+    root and their product with the centred d. bad (X[:-1]) marks positions where no positive
+    lower bound on the variance is known."""
     D = d.c.shape[-1]
     cen = d.linear(torch.eye(D, dtype=d.c.dtype, device=d.c.device) - 1.0 / D)
     var = square(cen).sum(-1).scale(1.0 / D).shift(eps)
@@ -246,6 +255,78 @@ def _layer_norm(d: Affine, eps):
                   torch.where(bad, 0.0, var.e))
     inv = rsqrt(safe, torch.where(bad, 1.0, floor)).map(lambda t: t.unsqueeze(-1))
     return mul(cen, inv), bad
+
+
+def _norm_range(cen: Affine, eps):
+    r"""Over the box, of the centred form c (X + (D,)): (n0, rho, nlo, nhi, u0) with
+    :math:`n_0 = \lVert (c_0, \kappa) \rVert`, :math:`\kappa^2 = D\varepsilon`, rho a bound
+    on :math:`\lVert h \rVert`, :math:`h = c - c_0` (the smaller of :math:`\lVert R \rVert_2`
+    and :math:`\sum_i \lVert G_i \rVert_2 + \lVert e \rVert_2`), and bounds
+    :math:`n_{lo} \le \lVert (c, \kappa) \rVert \le n_{hi}`:
+    :math:`\lVert (c, \kappa) \rVert \ge u_0 \cdot c + \kappa^2 / n_0 = n_0 + u_0 \cdot h`
+    (Cauchy-Schwarz with the unit vector :math:`(c_0, \kappa) / n_0`, whose least value over
+    the box is read off the form exactly), :math:`\ge n_0 - \rho` and :math:`\ge \kappa`;
+    :math:`\lVert (c, \kappa) \rVert^2 = n_0^2 + 2 c_0 \cdot h + \lVert h \rVert^2`."""
+    D = cen.c.shape[-1]
+    c0 = cen.c
+    n0 = (c0.square().sum(-1) + D * eps).sqrt()
+    rho = torch.minimum(cen.rad().square().sum(-1).sqrt(),
+                        cen.G.square().sum(-2).sqrt().sum(-1) + cen.e.square().sum(-1).sqrt())
+    u0 = torch.where((n0 > 0).unsqueeze(-1), c0 / n0.clamp_min(1e-300).unsqueeze(-1), 0.0)
+    # the largest |u0 . h| over the box: its generators exactly, its error terms by |u0|
+    dev = torch.einsum("...j,...jm->...m", u0, cen.G).abs().sum(-1) + (u0.abs() * cen.e).sum(-1)
+    nlo = torch.maximum(torch.maximum(n0 - rho, n0 - dev), torch.full_like(n0, math.sqrt(D * eps)))
+    nhi = torch.minimum(n0 + rho, (n0 * n0 + 2 * n0 * dev + rho * rho).sqrt())
+    return n0, rho, nlo, nhi, u0
+
+
+def _layer_norm_direct(d: Affine, eps):
+    r"""(LN_eps(d), bad) as one map, by the lemma of the module docstring's layer-norm rule:
+    with the exact centring :math:`c = d - \bar d` and :math:`\kappa^2 = D\varepsilon`,
+    :math:`\mathrm{LN}(d) = \sqrt D\, u(c)`, :math:`u(c) = c / \lVert (c, \kappa) \rVert`,
+    the first D coordinates of the unit vector of :math:`(c, \kappa)`. Its Jacobian at the
+    centre is :math:`(I - u_0 u_0^\top) / n_0`, :math:`n_0 = \lVert (c_0, \kappa) \rVert`,
+    and its second derivative obeys :math:`\lVert D^2 u(c)[h, h] \rVert \le (2/\sqrt 3)
+    \lVert h \rVert^2 / \lVert (c, \kappa) \rVert^2` (the maximum over the angle of h to
+    c of :math:`\sqrt{(1 - a^2)(1 + 3 a^2)}`), so where :math:`\lVert (c, \kappa) \rVert \ge
+    n_{lo} > 0` on the whole box and :math:`\lVert c - c_0 \rVert \le \rho`
+    (:func:`_norm_range`), Taylor's integral remainder has norm at most
+    :math:`\rho^2 / (\sqrt 3\, n_{lo}^2)`, a bound on every coordinate. bad (X[:-1]) marks
+    positions where :math:`n_{lo} \le 0` (at eps = 0 some theta of the box may have LN_0
+    undefined there)."""
+    D = d.c.shape[-1]
+    cen = d.linear(torch.eye(D, dtype=d.c.dtype, device=d.c.device) - 1.0 / D)
+    c0 = cen.c
+    n0, rho, nlo, _, u0 = _norm_range(cen, eps)
+    bad = ~(nlo > 0)
+    n = torch.where(bad, 1.0, n0).unsqueeze(-1)
+    u0 = torch.where(bad.unsqueeze(-1), 0.0, u0)                          # X
+    k = math.sqrt(D) / n                                                  # X[:-1] + (1,)
+    J = k.unsqueeze(-1) * (torch.eye(D, dtype=c0.dtype, device=c0.device)
+                           - u0.unsqueeze(-1) * u0.unsqueeze(-2))         # X + (D,)
+    G = torch.einsum("...jk,...km->...jm", J, cen.G)
+    rem = math.sqrt(D) * rho.square() / (math.sqrt(3) * nlo.clamp_min(1e-300).square())
+    e = torch.einsum("...jk,...k->...j", J.abs(), cen.e) + torch.where(bad, 0.0, rem).unsqueeze(-1)
+    out = Affine(math.sqrt(D) * u0, torch.where(bad[..., None, None], 0.0, G),
+                 torch.where(bad.unsqueeze(-1), 0.0, e))
+    return out, bad
+
+
+def _layer_norm(d: Affine, eps):
+    r"""(LN_eps(d), bad): per entry the narrower of :func:`_layer_norm_direct`'s and
+    :func:`_layer_norm_parts`' forms (each entry's form holds for every theta of the box,
+    whichever rule made it), then the interval :math:`[-\sqrt D, \sqrt D]` where narrower;
+    bad where neither rule knows the norm positive."""
+    D = d.c.shape[-1]
+    out, bad = _layer_norm_direct(d, eps)
+    c0 = out.c
+    parts, bad2 = _layer_norm_parts(d, eps)
+    take = (bad & ~bad2).unsqueeze(-1) | (~bad2.unsqueeze(-1) & (parts.rad() < out.rad()))
+    out = Affine(torch.where(take, parts.c, out.c), torch.where(take.unsqueeze(-1), parts.G, out.G),
+                 torch.where(take, parts.e, out.e))
+    # every coordinate of LN lies in [-sqrt(D), sqrt(D)] (|c_j| <= |c|): where that is narrower
+    return (tighten(out, torch.full_like(c0, -math.sqrt(D)), torch.full_like(c0, math.sqrt(D))),
+            bad & bad2)
 
 
 def _attention(h: Affine, lay, H, last_only, M):
@@ -276,6 +357,46 @@ def _attention(h: Affine, lay, H, last_only, M):
     merge = lambda t: t.transpose(1, 2).reshape(B, t.shape[2], D, *t.shape[4:])
     a = Affine(merge(a.c), merge(a.G), merge(a.e))
     return _param_affine(a, lay["Wo"], lay["bo"], M)
+
+
+def _readout(d: Affine, P, eps):
+    r"""(lo, hi, bad) of :math:`T = w \cdot \mathrm{LN}_\varepsilon(d) + \omega` at eos, d of
+    shape (B, D): the last layer norm and the read-out as one map.
+
+    With the centring c of d and :math:`\kappa^2 = D\varepsilon`,
+    :math:`T - \omega = \sqrt D\, a / \lVert (c, \kappa) \rVert`, :math:`a = w \cdot c`:
+    a product of two forms, so an affine form with a second-order remainder, and the norm a
+    positive scalar. So :math:`T - \omega \ge \sqrt D\, a_{lo} / n_{hi}` where
+    :math:`a_{lo} \ge 0` (else :math:`a_{lo} / n_{lo}`), with :math:`n_{lo}, n_{hi} = n_0
+    \mp \rho` (:math:`n_{lo} \ge \kappa`, :math:`\rho` as for :func:`_layer_norm`), and
+    symmetrically above. The sign of :math:`T - \omega` is then decided by the form a alone,
+    without the layer norm's remainder; and where :math:`a_{lo} > 0` (or :math:`a_{hi} < 0`)
+    c is never 0 in the box, so :math:`\mathrm{LN}_0` is defined there even when
+    :math:`\rho \ge n_0`. The bounds through :func:`_layer_norm` are intersected with
+    these."""
+    D = d.c.shape[-1]
+    w0, rw, iw = P.p["w"]
+    om0, rom, iom = P.p["omega"]
+    zero = torch.zeros(1, dtype=d.c.dtype, device=d.c.device)
+    # the path through the layer norm's own rule
+    y, bad_ln = _layer_norm(d.map(lambda t: t.unsqueeze(-2)), eps)
+    T = _param_affine(y.map(lambda t: t[..., 0, :]), (w0[:, None], rw[:, None], iw),
+                      (om0.reshape(1), rom.reshape(1), iom), P.M).map(lambda t: t[..., 0])
+    lo1, hi1 = T.bounds()
+    bad_ln = bad_ln[..., 0]
+    lo1, hi1 = torch.where(bad_ln, -torch.inf, lo1), torch.where(bad_ln, torch.inf, hi1)
+    # the homogeneous path: a = w . c over ||(c, kappa)||
+    cen = d.linear(torch.eye(D, dtype=d.c.dtype, device=d.c.device) - 1.0 / D)
+    a = _param_affine(cen, (w0[:, None], rw[:, None], iw), (zero, zero, iom),
+                      P.M).map(lambda t: t[..., 0])
+    alo, ahi = (t * math.sqrt(D) for t in a.bounds())
+    _, _, nlo, nhi, _ = _norm_range(cen, eps)
+    lo2 = torch.where(alo >= 0, alo / nhi, alo / nlo) + (om0 - rom)
+    hi2 = torch.where(ahi <= 0, ahi / nhi, ahi / nlo) + (om0 + rom)
+    defined = (nlo > 0) | (alo > 0) | (ahi < 0)
+    lo2 = torch.where(defined & ~torch.isnan(lo2), lo2, -torch.inf)
+    hi2 = torch.where(defined & ~torch.isnan(hi2), hi2, torch.inf)
+    return torch.maximum(lo1, lo2), torch.minimum(hi1, hi2), bad_ln & ~defined
 
 
 def _bytes_per_string(model, N):
@@ -343,14 +464,12 @@ def affine_bounds(model: Recognizer, x, radius, *, chunk: int = 4096,
             bad |= z.any(-1)
             u = relu(_param_affine(h, lay["W1"], lay["b1"], M))
             h = h + _param_affine(u, lay["W2"], lay["b2"], M)
+            if last:
+                break
             h, z = _layer_norm(h, model.eps)
             bad |= z.any(-1)
-        w0, rw, iw = P.p["w"]
-        om0, rom, iom = P.p["omega"]
-        hT = h.map(lambda t: t[..., -1, :])                                       # (B, D)
-        T = _param_affine(hT, (w0[:, None], rw[:, None], iw),
-                          (om0.reshape(1), rom.reshape(1), iom), M).map(lambda t: t[..., 0])
-        lo, hi = T.bounds()
+        lo, hi, z = _readout(h.map(lambda t: t[..., -1, :]), P, model.eps)
+        bad |= z
         bad_out = bad | ~(torch.isfinite(lo) & torch.isfinite(hi))    # overflow: no bound
         lo, hi = torch.where(bad_out, -torch.inf, lo), torch.where(bad_out, torch.inf, hi)
         out[0].append(torch.where(bad, -torch.inf, lo))

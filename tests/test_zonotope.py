@@ -193,3 +193,94 @@ def test_bad_input_is_refused():
     with pytest.raises(ValueError, match="shape"):
         certified_radius(model, x, torch.ones(8, dtype=torch.bool), shape=[1.0, 2.0])
     assert math.isfinite(float(affine_bounds(model, x, 0.0).lo[0]))
+
+
+def _random_form(B, D, m, scale, seed, e_scale=0.3):
+    g = torch.Generator().manual_seed(seed)
+    c = torch.randn(B, D, generator=g, dtype=torch.float64)
+    G = torch.randn(B, D, m, generator=g, dtype=torch.float64) * scale / m
+    e = torch.rand(B, D, generator=g, dtype=torch.float64) * scale * e_scale
+    return Affine(c, G, e), g
+
+
+def _samples(form, g, K):
+    """K points (eps, value) of the form: eps at corners and inside, the error term anywhere
+    in [-e, e] (independently of eps, which the form's meaning allows)."""
+    m = form.G.shape[-1]
+    eps = torch.rand(K, m, generator=g, dtype=torch.float64) * 2 - 1
+    eps[: K // 2] = torch.sign(eps[: K // 2])
+    eta = (torch.rand(K, *form.e.shape, generator=g, dtype=torch.float64) * 2 - 1) * form.e
+    eta[: K // 4] = torch.sign(eta[: K // 4]) * form.e
+    return eps, form.c + torch.einsum("...m,km->k...", form.G, eps) + eta
+
+
+def _ln(v, eps):
+    c = v - v.mean(-1, keepdim=True)
+    return c / (c.square().mean(-1, keepdim=True) + eps).sqrt()
+
+
+@pytest.mark.parametrize("eps", [0.0, 0.05])
+@pytest.mark.parametrize("rule", ["_layer_norm_direct", "_layer_norm_parts", "_layer_norm"])
+def test_each_layer_norm_rule_encloses_the_map_with_the_same_noise(rule, eps):
+    """The affine relation itself, not only the range: for sampled eps (corners, inside) and
+    error terms, LN(d) lies within c + G eps +- e of the rule's form, at perturbations from
+    small to near where the norm may vanish (the remainder of the direct rule is what keeps
+    it sound there)."""
+    fn = getattr(zz, rule)
+    for k, scale in enumerate((1e-3, 0.05, 0.3, 0.8)):
+        d, g = _random_form(6, 5, 7, scale, 100 * k + int(eps * 100))
+        out, bad = fn(d, eps)
+        eps_s, vals = _samples(d, g, 4000)
+        y = _ln(vals, eps)
+        pred = out.c + torch.einsum("...m,km->k...", out.G, eps_s)
+        inside = (y - pred).abs() <= out.e + 1e-9 * (1 + y.abs())
+        assert (inside | bad.unsqueeze(-1)).all(), (rule, scale, (y - pred).abs().amax(0), out.e)
+        if scale == 1e-3:
+            assert not bad.any()
+
+
+def test_the_direct_rule_remainder_is_needed_and_its_constant_is_the_maximum():
+    """The second-derivative constant 2/sqrt(3) of u(c) = c/|c| against brute force (random
+    directions, a fine second difference), and a form where the linear part alone would
+    leave the map: so the test above would catch a rule without its remainder."""
+    g = torch.Generator().manual_seed(3)
+    u = lambda c: c / c.norm(dim=-1, keepdim=True)
+    c = torch.randn(20000, 4, generator=g, dtype=torch.float64)
+    h = torch.randn(20000, 4, generator=g, dtype=torch.float64)
+    h = h / h.norm(dim=-1, keepdim=True)
+    t = 1e-4
+    d2 = (u(c + t * h) - 2 * u(c) + u(c - t * h)) / t ** 2
+    ratio = d2.norm(dim=-1) * c.norm(dim=-1) ** 2
+    assert ratio.max() <= 2 / math.sqrt(3) + 1e-4 and ratio.max() > 0.98 * 2 / math.sqrt(3)
+    d, g = _random_form(6, 5, 7, 0.3, 7)
+    out, bad = zz._layer_norm_direct(d, 0.0)
+    cen = d.linear(torch.eye(5, dtype=torch.float64) - 0.2)
+    _, rho, nlo, _, _ = zz._norm_range(cen, 0.0)
+    first_order = out.e - (math.sqrt(5) * rho ** 2 / (math.sqrt(3) * nlo ** 2)).unsqueeze(-1)
+    eps_s, vals = _samples(d, g, 4000)
+    lin = out.c + torch.einsum("...m,km->k...", out.G, eps_s)
+    assert not bad.any() and ((_ln(vals, 0.0) - lin).abs() > first_order).any()
+
+
+@pytest.mark.parametrize("eps", [0.0, 0.05])
+def test_the_homogeneous_readout_encloses_T(eps):
+    """_readout's bounds of w . LN(d) + omega hold for sampled d, w and omega of the box, and
+    where it calls the position defined no sampled centred d is 0."""
+    for k, scale in enumerate((1e-3, 0.1, 0.5, 1.5)):
+        model = sb.Recognizer.random(1, 5, 1, 1, eps=eps, seed=k, dtype=torch.float64)
+        # d's noise symbols are the first 30 (tok, pos); w's and omega's come after them
+        d, g = _random_form(8, 5, 30, scale, 50 + k)
+        P = zz._Params(model, scale / 20)
+        lo, hi, bad = zz._readout(d, P, eps)
+        w0, rw, iw = P.p["w"]
+        om0, rom, iom = P.p["omega"]
+        K = 3000
+        eps_s, vals = _samples(d, g, K)
+        sw = torch.sign(torch.rand(K, 5, generator=g, dtype=torch.float64) - 0.5)
+        so = torch.sign(torch.rand(K, generator=g, dtype=torch.float64) - 0.5)
+        T = (_ln(vals, eps) * (w0 + rw * sw).unsqueeze(1)).sum(-1) + (om0 + rom * so).unsqueeze(1)
+        assert iw >= 30 and iom >= 30
+        ok = ((T >= lo - 1e-9) & (T <= hi + 1e-9)) | bad
+        assert ok.all(), (scale, T.amin(0), lo, T.amax(0), hi)
+        if scale == 1e-3:
+            assert not bad.any() and (hi - lo < 0.1).all()

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import sensbook as sb
-from sensbook.experiments import ch5, registry
+from sensbook.experiments import ch5, intro, registry
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SCALES = ("ci", "book", "paper")
@@ -55,12 +55,12 @@ def test_the_basin_grid_brackets_sigma_star_at_every_length(scale, sigma_star_at
     grid) at every N run. PARITY's sigma* is extrapolated from N = 4 by the heuristic N^-2
     (steeper than measured: ch5_basins fits about N^-1.3), so the grid must reach a grid step
     below that at the longest length; the hard FIRST's (flat in N) a grid step above."""
-    sig = ch5.basin_sigmas(scale)
-    step = sig[1] / sig[0]
-    N_max = max(ch5.basin_lengths("PARITY", scale))
-    parity_low = sigma_star_at_4["PARITY"] * (4 / N_max) ** 2
-    assert sig[0] * step < parity_low, (scale, sig[0], parity_low)
-    assert sig[-1] > step * sigma_star_at_4["FIRST_HARD"], (scale, sig[-1])
+    for sig, N_max in ((ch5.basin_sigmas(scale), max(ch5.basin_lengths("PARITY", scale))),
+                       (intro.basin_sigmas(scale), max(intro.basin_sizes(scale)["Ns"]))):
+        step = sig[1] / sig[0]
+        parity_low = sigma_star_at_4["PARITY"] * (4 / N_max) ** 2
+        assert sig[0] * step < parity_low, (scale, sig[0], parity_low)
+        assert sig[-1] > step * sigma_star_at_4["FIRST_HARD"], (scale, sig[-1])
     # the old intro grid (logspace(-3, 0, 10)) stopped above it at paper's N = 12
     assert not 1e-3 * 10 ** (1 / 3) < sigma_star_at_4["PARITY"] * (4 / 12) ** 2
 
@@ -75,26 +75,30 @@ def test_the_length_lists_hold_what_the_chapters_index(scale):
     assert all(N % 2 for N in Ns["MAJORITY"])
     assert [N for N in Ns["FIRST_HARD"] if N in Ns["FIRST"]], Ns
     assert set(ch5.sizes("basin", scale)["Ns"]) <= set(Ns["FIRST_HARD"]) & set(Ns["PARITY"])
-    # the stored pieces cover the whole grid for each (construction, N) the intro reads
-    sig = list(ch5.basin_sigmas(scale))
+    # the pieces cover the whole grid for each (construction, N) the intro plots; at ci and
+    # book they are ch5.basin's own configurations (the same keys), at paper fewer
+    sig = list(intro.basin_sigmas(scale))
+    configs = registry()["intro.basin"].configs(scale)
+    assert len(intro.basin_sizes(scale)["Ns"]) >= 3
     for name in ("PARITY", "FIRST_HARD"):
-        for N in ch5.sizes("basin", scale)["Ns"]:
-            got = sorted(s for c in registry()["ch5.basin"].configs(scale)
-                         if (c["kind"], c["name"], c["N"]) == ("uniform", name, N)
-                         for s in c["sigmas"])
+        for N in intro.basin_sizes(scale)["Ns"]:
+            got = sorted(s for c in configs if (c["kind"], c["name"], c["N"]) ==
+                         ("uniform", name, N) for s in c["sigmas"])
             assert got == sig, (scale, name, N)
+    if scale != "paper":
+        assert all(c in registry()["ch5.basin"].configs(scale) for c in configs)
 
 
 
 def test_the_intro_banner_states_its_paper_cost(tmp_path, monkeypatch):
-    """The intro's first output at `paper` scale, with nothing stored: what it reads, its
-    predicted cost, and that it is too long for one notebook session (on main the intro named
-    no experiment and computed 174 s unannounced). Running the intro at `paper` scale itself
-    is not cheap: ch5.basin there is predicted at hours of one CPU core."""
+    """The intro's first output at `paper` scale, with nothing stored: what it reads and its
+    predicted cost, minutes (on main the intro named no experiment and computed 174 s
+    unannounced; then it read ch5.basin, hours at paper). The Colab test runs it
+    (tests/colab/test_run.py::test_the_intro_at_paper_scale)."""
     import re
 
     names = _banner_names("intro.md")
-    assert names == ["ch5.basin"], names
+    assert names == ["intro.basin"], names
     monkeypatch.setenv("SENSBOOK_RESULTS", str(tmp_path))
     monkeypatch.setenv("SENSBOOK_PUBLISHED", "0")
     monkeypatch.setenv("SENSBOOK_SCALE", "paper")
@@ -104,11 +108,14 @@ def test_the_intro_banner_states_its_paper_cost(tmp_path, monkeypatch):
     finally:
         monkeypatch.setenv("SENSBOOK_SCALE", "ci")
         sb.set_scale(None)
-    n = len(registry()["ch5.basin"].configs("paper"))
-    assert f"0 stored here, {n} to compute: about " in text, text
-    hours = float(re.search(r"about ([\d.]+) h", text).group(1))
-    assert abs(hours * 3600 - registry()["ch5.basin"].predicted_seconds("paper")) < 0.05 * 3600 + 1
-    assert "too long for one notebook session" in text
+    exp = registry()["intro.basin"]
+    assert f"0 stored here, {len(exp.configs('paper'))} to compute: about " in text, text
+    m = re.search(r"about ([\d.]+) (s|min)\b", text)
+    assert m, text
+    secs = float(m.group(1)) * (60 if m.group(2) == "min" else 1)
+    assert abs(secs - exp.predicted_seconds("paper")) < 0.05 * secs + 1
+    assert exp.predicted_seconds("paper") < 600
+    assert "too long for one notebook session" not in text
 
 
 def test_a_colab_refusal_shows_its_message_alone():

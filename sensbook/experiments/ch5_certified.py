@@ -135,7 +135,7 @@ ATTACK_RTOL = 0.1
 #: bounds cost about 20 times the intervals'), bisected to TIGHT_RTOL between the interval
 #: radius r and TIGHT_SPAN r; the box shaped per parameter tensor
 #: (:func:`sensbook.zonotope.grow_box`) at the shortest length.
-TIGHT_NMAX = dict(ci=3, book=6, paper=8)
+TIGHT_NMAX = dict(ci=3, book=5, paper=8)
 TIGHT_RTOL, TIGHT_SPAN = 0.05, 16.0
 
 

@@ -1,20 +1,21 @@
 """The results store: one JSON file per finished configuration, keyed by what computed it.
 
 * :func:`key`: a hash of the configuration and a *version*: the package version plus a
-  fingerprint of the source files that compute the result (:func:`version`): the module of the
-  experiment's runner and every module of ``sensbook/`` it imports. Changed code never reads
+  fingerprint of the source files that compute the result (:func:`version`, from
+  :mod:`sensbook.runtime.fingerprint`): the module of the experiment's runner and every module
+  of ``sensbook/`` it imports. Changed code never reads
   stale results, and editing one chapter's experiments (``sensbook/experiments/ch6_training.py``)
   or an instrument only that chapter imports recomputes that chapter only.
 * :class:`Store` writes atomically (a temporary file in the same folder, flushed and fsynced,
   then ``os.replace``), so a killed run leaves either the whole file or none; a record holds its
   configuration, version and checksum, and :meth:`Store.load` returns it only when all match.
 * :class:`Claim`: a configuration being computed is claimed, so several runners on one folder
-  split the work (:mod:`sensbook.runtime.sweep`). Imports nothing of sensbook but :mod:`sensbook.settings`.
+  split the work (:mod:`sensbook.runtime.sweep`). Imports nothing of sensbook but
+  :mod:`sensbook.settings` and :mod:`sensbook.runtime.fingerprint`.
 """
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
 import math
 import os
@@ -30,100 +31,8 @@ import uuid
 import warnings
 from dataclasses import dataclass, field
 
-from ..settings import VERSION
 
-_PACKAGE = pathlib.Path(__file__).resolve().parents[1]
-# Top-level modules that compute nothing a result depends on (the public names, the command
-# line, how pages look); every other top-level module (the instruments and settings) is part
-# of every key.
-_NOT_FINGERPRINTED = ("__init__.py", "cli.py", "pages.py")
-
-
-def _imports(path: pathlib.Path) -> set:
-    """The files of this package that ``path`` imports (any ``import``/``from`` statement in
-    it, at any depth, relative or absolute): a module is its file, a package its
-    ``__init__.py``; names imported from a package that are its submodules are those files."""
-    import ast
-
-    def resolve(parts):                       # ("experiments", "ch6") -> file or None
-        base = _PACKAGE.joinpath(*parts)
-        for f in (base.with_suffix(".py"), base / "__init__.py"):
-            if parts and f.is_file():
-                return f
-        return _PACKAGE / "__init__.py" if not parts else None
-
-    here = list(path.relative_to(_PACKAGE).parent.parts)
-    found = set()
-    for node in ast.walk(ast.parse(read_regular(path, MAX_SOURCE_BYTES))):
-        if isinstance(node, ast.Import):
-            mods = [a.name.split(".")[1:] for a in node.names
-                    if a.name.split(".")[0] == _PACKAGE.name]
-            found |= {resolve(m) for m in mods}
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                if node.level - 1 > len(here):
-                    continue
-                base = here[:len(here) - (node.level - 1)]
-            elif (node.module or "").split(".")[0] == _PACKAGE.name:
-                base = []
-                node.module = ".".join(node.module.split(".")[1:]) or None
-            else:
-                continue
-            parts = base + (node.module.split(".") if node.module else [])
-            found.add(resolve(parts))
-            for a in node.names:              # `from . import ch6_training`: a submodule
-                sub = resolve(parts + [a.name])
-                if sub is not None and sub != _PACKAGE / "__init__.py":
-                    found.add(sub)
-    return {f for f in found if f is not None}
-
-
-def _computes(f: pathlib.Path) -> bool:
-    """Whether a source file is part of a key: a module of the package that is not the runtime
-    (which stores and schedules) nor one of ``_NOT_FINGERPRINTED``."""
-    rel = f.relative_to(_PACKAGE)
-    return (f.suffix == ".py" and f.stem.isidentifier() and rel.parts[0] != "runtime"
-            and not (len(rel.parts) == 1 and rel.name in _NOT_FINGERPRINTED))
-
-
-def fingerprinted_files(runner: str | None = None) -> list:
-    """The source files whose content is part of the key of ``runner``'s results (sorted).
-
-    For a ``runner`` (``"package.module:function"``) inside the package: its module, its
-    package's ``__init__.py`` and every module of the package they import, directly or through
-    each other (the closure of their import statements), leaving out the runtime and
-    ``_NOT_FINGERPRINTED``. So ``experiments/ch6_training.py``'s key holds ``train.py`` and
-    ``model.py`` but not ``zonotope.py``, which it never imports: editing a certificate
-    recomputes chapter 5's certificates only. Without a runner, or for one outside the package,
-    every top-level module (the instruments and settings).
-
-    Only importable modules count: a name that is a Python identifier (an editor's lock file
-    ``.#model.py``, often a dangling symlink, or a backup ``model copy.py`` is no module and
-    computes nothing) that is a regular file (or a link to one)."""
-    everything = {p for p in _PACKAGE.glob("*.py") if _computes(p)}
-    spec = importlib.util.find_spec(runner.split(":", 1)[0]) if runner is not None else None
-    origin = pathlib.Path(spec.origin).resolve() if spec and spec.origin else None
-    if origin is None or _PACKAGE not in origin.parents or origin.parent == _PACKAGE:
-        files = everything
-    else:
-        files, todo = set(), [origin, origin.parent / "__init__.py"]
-        while todo:
-            f = todo.pop()
-            if f in files or not f.is_file() or not _computes(f):
-                continue
-            files.add(f)
-            todo.extend(_imports(f))
-    return sorted(f for f in files if f.is_file())
-
-
-def version(runner: str | None = None) -> str:
-    """The package version plus a fingerprint of the code that computes ``runner``'s results
-    (:func:`fingerprinted_files`; without a runner, of the instruments only)."""
-    h = hashlib.sha256()
-    for path in fingerprinted_files(runner):
-        h.update(path.relative_to(_PACKAGE).as_posix().encode())
-        h.update(read_regular(path, MAX_SOURCE_BYTES))
-    return f"{VERSION}+{h.hexdigest()[:10]}"
+from .fingerprint import MAX_SOURCE_BYTES, version
 
 
 def canonical(config) -> str:
@@ -183,7 +92,6 @@ MIN_FREE_BYTES = 1 << 20
 #: 100 kB at ``book`` scale); a larger file is refused, never read whole.
 MAX_RECORD_BYTES = 64 << 20
 #: The largest source file read for a key, and the largest claim file read.
-MAX_SOURCE_BYTES = 16 << 20
 #: A claim file that names no owner (a full disk at claim time, or a kill between creating and
 #: writing it, by an older version) and is older than this many seconds is stale.
 CLAIM_OWNERLESS = 2.0

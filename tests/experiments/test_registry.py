@@ -95,9 +95,9 @@ def _paper_rows():
     when = lambda s: f"{s / 60:.0f} min" if s < 3600 else f"{s / 3600:.1f} h"
     rows = []
     for ch in sorted(n):
-        name = {"ch5": "5 (both notebooks)", "ch5_certified": "5 (certified)"}.get(
-            ch, ch.removeprefix("ch"))
-        rows.append(f"| {name} | {n[ch]} | {cost[ch] / 3600:.1f} h | {when(gpu[ch])} |")
+        name = {"ch5": "5 (both notebooks)", "ch5_certified": "5 (certified)",
+                "intro": "introduction"}.get(ch, ch.removeprefix("ch"))
+        rows.append(f"| {name} | {n[ch]} | {when(cost[ch])} | {when(gpu[ch])} |")
     return rows
 
 

@@ -403,12 +403,14 @@ def test_only_regular_files_inside_the_store_are_read(tmp_path, monkeypatch, how
 
 def test_editor_lock_files_in_the_package_neither_crash_nor_change_the_key(tmp_path,
                                                                            monkeypatch):
+    import sensbook.runtime.fingerprint as fp
+
     pkg = tmp_path / "sensbook"
     pkg.mkdir()
-    for f in sw._PACKAGE.glob("*.py"):
+    for f in fp._PACKAGE.glob("*.py"):
         if f.stem.isidentifier():
             (pkg / f.name).write_bytes(f.read_bytes())
-    monkeypatch.setattr(sw, "_PACKAGE", pkg)
+    monkeypatch.setattr(fp, "_PACKAGE", pkg)
     clean = sw.version()
     (pkg / ".#model.py").symlink_to("root@host.12345:1700000000")   # Emacs: a dangling link
     (pkg / ".#geometry.py").write_text("root@host.12345:1700000000")  # Emacs without links

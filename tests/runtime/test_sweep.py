@@ -11,6 +11,7 @@ import time
 import pytest
 
 import sensbook as sb
+import sensbook.runtime.fingerprint
 import sensbook.runtime.store
 from sensbook.cli import main
 from sensbook.experiments import ch6_training as ch6
@@ -226,7 +227,7 @@ def test_console_script_is_declared():
 def test_key_covers_the_runners_imports_only():
     files = lambda runner=None: {p.relative_to(p.parents[1] if p.parent.name != "sensbook"
                                                else p.parent).as_posix()
-                                 for p in sensbook.runtime.store.fingerprinted_files(runner)}
+                                 for p in sensbook.runtime.fingerprint.fingerprinted_files(runner)}
     ch6_files = files("sensbook.experiments.ch6_training:run_config")
     for m in ("boolean.py", "model.py", "profile.py", "train.py", "geometry.py", "volume.py",
               "settings.py", "experiments/ch6_training.py", "experiments/__init__.py"):
@@ -239,9 +240,9 @@ def test_key_covers_the_runners_imports_only():
     assert {"zonotope.py", "attack.py", "certify.py", "experiments/ch5.py"} <= files(
         "sensbook.experiments.ch5_certified:attack_one")
     assert {f for f in ch6_files if "/" not in f} < files()
-    assert files() == {p.name for p in sensbook.runtime.store._PACKAGE.glob("*.py")} - {
+    assert files() == {p.name for p in sensbook.runtime.fingerprint._PACKAGE.glob("*.py")} - {
         "cli.py", "__init__.py", "pages.py"}
-    v = sensbook.runtime.store.version
+    v = sensbook.runtime.fingerprint.version
     assert v("sensbook.experiments.ch6_training:run_config") != v("sensbook.experiments.ch2:e1_cell")
     assert v("tests.runtime.test_sweep:fake") == v()        # code outside the package: every instrument
 
@@ -252,10 +253,10 @@ def test_key_is_closed_under_the_imports_of_its_files():
     every experiment, unless it is the runtime or a module that computes nothing."""
     import re
 
-    pkg = sensbook.runtime.store._PACKAGE
+    pkg = sensbook.runtime.fingerprint._PACKAGE
     runners = {e.sweep("ci").runner for e in sb.experiments.registry().values()}
     for runner in sorted(runners):
-        key = set(sensbook.runtime.store.fingerprinted_files(runner))
+        key = set(sensbook.runtime.fingerprint.fingerprinted_files(runner))
         for f in key:
             for dots, mod, names in re.findall(r"^\s*from (\.+)([\w.]*) import \(?([\w, \n]+)",
                                                f.read_text(), re.M):

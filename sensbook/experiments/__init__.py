@@ -43,7 +43,7 @@ from ..settings import check_scale, device, scale as current_scale
 
 #: The chapters' experiment modules (imported on first use of the registry).
 CHAPTERS = ("ch1", "ch2", "ch3", "ch4", "ch5", "ch5_certified", "ch6_training", "ch6_mechanism",
-            "ch6_explanations", "ch7", "intro")
+            "ch6_explanations", "ch7")
 
 #: The reference machine's budget for the book's experiments at ``book`` scale: seconds of the
 #: 25-minute ``make book`` left after setup and the self-hosted JavaScript (about 2 min) and
@@ -70,7 +70,7 @@ COST_CALIBRATION = {
     "ch5_certified.volume": 0.64, "ch6.first_mechanism": 0.54, "ch6.interventions": 0.85,
     "ch6.long": 1.02, "ch6.noise": 0.44, "ch6.rivals": 0.76, "ch6.supports": 0.63,
     "ch6.training": 0.80, "ch7.noise": 3.88, "ch7.survey": 0.59, "ch7.training": 1.54,
-    "ch7.worst_flip": 0.69, "intro.basin": 0.51,
+    "ch7.worst_flip": 0.69,
 }
 
 

@@ -2,6 +2,7 @@
 
 * ``ch5.exact``: the PARITY/FIRST/MAJORITY constructions on every string, and at large N;
 * ``ch5.basin``: perturbed constructions, P(exact) and accuracy per noise scale sigma;
+  ``ch5.intro_basin``, the introduction's figure: the same for PARITY and the hard FIRST;
 * ``ch5.k0_growth``: K_0(N) of one fixed set of random models followed across N;
 * ``ch5.pf_map``: the parameter-function map P(f) at N = 3, 4, 5;
 * ``ch5.drift``: the MAJORITY construction perturbed by a fixed sigma, its error on
@@ -478,6 +479,39 @@ register(Experiment("ch5.exact", _exact_configs, "sensbook.experiments.ch5:exact
                     _exact_cost, doc="the constructions on every string / at large N"))
 register(Experiment("ch5.basin", _basin_configs, "sensbook.experiments.ch5:basin_one", _basin_cost,
                     doc="perturbed constructions: P(exact), accuracy per sigma"))
+# ---- the introduction's figure ----------------------------------------------------------
+def intro_basin_sizes(scale: str | None = None) -> dict:
+    """The sizes of the introduction's figure (``ch5.intro_basin``): ``sizes("basin")`` at
+    ``ci`` and ``book`` (the same configurations as ``ch5.basin``); at ``paper`` N <= 12 and
+    96 copies per sigma on the same 25-point grid, minutes of CPU, so a reader who sets
+    ``paper`` sees the first page at once (the longer lengths are ch5_basins')."""
+    sc = check_scale(current_scale() if scale is None else scale, "scale")
+    return sizes("basin", sc) if sc != "paper" else dict(
+        Ns=[4, 6, 8, 10, 12], n_sigma=25, P=96, max_strings=4096, chunk=25, hard_Ns=[64],
+        hard_strings=64)
+
+
+def intro_basin_sigmas(scale: str | None = None) -> np.ndarray:
+    """The sigma grid of the introduction's figure: log-spaced on [1e-4, 1]."""
+    return np.logspace(-4, 0, intro_basin_sizes(scale)["n_sigma"])
+
+
+def _intro_basin_configs(scale):
+    """PARITY and the hard FIRST under uniform noise, pieced as in :func:`_basin_configs`."""
+    s = intro_basin_sizes(scale)
+    sig = [float(v) for v in intro_basin_sigmas(scale)]
+    sampled = lambda N, k: None if 2**N <= s["max_strings"] else k
+    return [dict(name="PARITY", kind="uniform", N=N, sigmas=sig[a:a + s["chunk"]], first=a,
+                 P=s["P"], seed=N, n_samples=sampled(N, s["max_strings"]))
+            for N in s["Ns"] for a in range(0, len(sig), s["chunk"])] + [
+        dict(name="FIRST_HARD", kind="uniform", N=N, sigmas=sig[a:], first=a, P=s["P"], seed=N,
+             n_samples=sampled(N, s["max_strings"] if N in s["Ns"] else s["hard_strings"]))
+        for N in s["Ns"] + s["hard_Ns"] for a in [0 if N in s["Ns"] else len(sig) // 2]]
+
+
+register(Experiment("ch5.intro_basin", _intro_basin_configs, "sensbook.experiments.ch5:basin_one",
+                    _basin_cost, doc="the introduction's figure: ch5.basin's PARITY and hard "
+                    "FIRST under uniform noise, to N = 12 at paper scale"))
 register(Experiment("ch5.k0_growth", _k0_configs, "sensbook.experiments.ch5:k0_growth_one",
                     _k0_cost, doc="K_0(N) of a fixed set of random models"))
 register(Experiment("ch5.pf_map", _pf_configs, "sensbook.experiments.ch5:pf_map_one", _pf_cost,

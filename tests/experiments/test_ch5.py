@@ -69,7 +69,7 @@ def test_chapter5_experiments_fit_their_book_budget():
     per = {n: e.predicted_seconds("book") for n, e in sb.registry().items()
            if e.chapter == "ch5"}
     assert set(per) == {"ch5.exact", "ch5.basin", "ch5.k0_growth", "ch5.pf_map", "ch5.drift",
-                        "ch5.k0_band"}
+                        "ch5.k0_band", "ch5.intro_basin"}
     assert sum(per.values()) <= 440, per
 
 

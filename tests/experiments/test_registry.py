@@ -95,8 +95,8 @@ def _paper_rows():
     when = lambda s: f"{s / 60:.0f} min" if s < 3600 else f"{s / 3600:.1f} h"
     rows = []
     for ch in sorted(n):
-        name = {"ch5": "5 (both notebooks)", "ch5_certified": "5 (certified)",
-                "intro": "introduction"}.get(ch, ch.removeprefix("ch"))
+        name = {"ch5": "5 (both notebooks, the intro's figure)",
+                "ch5_certified": "5 (certified)"}.get(ch, ch.removeprefix("ch"))
         rows.append(f"| {name} | {n[ch]} | {when(cost[ch])} | {when(gpu[ch])} |")
     return rows
 

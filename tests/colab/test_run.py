@@ -311,3 +311,43 @@ def test_notebook_runs_in_a_colab_like_runtime_as_its_banner_says(
         slowest_cells=sorted(((round(_seconds(c), 2), i) for i, c in enumerate(code)),
                              reverse=True)[:5]), indent=1) + "\n")
     assert not problems, "\n".join([ipynb.name] + problems)
+
+
+def test_the_intro_at_paper_scale_up_to_its_first_check(colab_venv, wheel, tmp_path):
+    """Issue 46: a reader sets `paper` (`SENSBOOK_SCALE=paper`) and runs the intro in a
+    Colab-like runtime with nothing stored and nothing published (nothing is, at paper): the
+    banner states what it computes and its cost (minutes: ``ch5.intro_basin``), and every cell
+    up to and including the first check (the remove-cell whose asserts read the figure's data)
+    runs without error or stderr."""
+    ipynb = ROOT / "book" / "intro.ipynb"
+    nb = nbformat.read(ipynb, as_version=4)
+    install = next(c for c in nb.cells if c.cell_type == "code")
+    install.source = re.sub(r"spec = '[^']*'", f"spec = 'sensbook @ {wheel.as_uri()}'",
+                            install.source)
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    check = next(i for i, c in enumerate(code) if "remove-cell" in c.metadata.get("tags", [])
+                 and "assert" in c.source)
+    work = tmp_path / "content"
+    work.mkdir()
+    runtime = fresh_runtime(colab_venv, tmp_path / "runtime")
+    name = kernel_spec(runtime, tmp_path / "kernels")
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("SENSBOOK_", "COLAB_", "PYTHON", "VIRTUAL_ENV", "MPLBACKEND"))}
+    env.update(SENSBOOK_SCALE="paper", SENSBOOK_PUBLISHED="0", COLAB_RELEASE_TAG="colab-like",
+               SENSBOOK_RESULTS=str(work / "results"), OMP_NUM_THREADS=str(COLAB_THREADS),
+               PYDEVD_DISABLE_FILE_VALIDATION="1")
+    km = KernelManager(kernel_name=name,
+                       kernel_spec_manager=KernelSpecManager(kernel_dirs=[str(tmp_path / "kernels")]))
+    client = NotebookClient(nb, km=km, timeout=1800, resources={"metadata": {"path": str(work)}})
+    with client.setup_kernel(env=env):
+        for i, cell in enumerate(nb.cells):
+            if cell.cell_type == "code":
+                client.execute_cell(cell, i)               # raises on the first error
+                if cell is code[check]:
+                    break
+    text = "\n".join(_text(c) for c in code[:check + 1])
+    m = BANNER.search(text)
+    assert m and [n.strip() for n in m["names"].split(",")] == ["ch5.intro_basin"], text[:2000]
+    assert m["unit"] in ("s", "min") and int(m["todo"]) == int(m["n"]), m.group(0)
+    assert "sensbook scale='paper'" in text, text[:500]
+    assert not [c for c in code[:check + 1] if _stderr(c)], [_stderr(c)[:300] for c in code]

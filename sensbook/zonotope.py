@@ -240,12 +240,17 @@ def _param_affine(z: Affine, W, b, M) -> Affine:
     return Affine(c, G, out.e + z.rad() @ rW)
 
 
-def _layer_norm_parts(d: Affine, eps):
-    """(LN_eps(d), bad) by the rules of its parts: the variance (square), its inverse square
-    root and their product with the centred d. bad (X[:-1]) marks positions where no positive
-    lower bound on the variance is known."""
+def _centred(d: Affine) -> Affine:
+    """d minus its mean over the last axis (exact: a constant linear map)."""
     D = d.c.shape[-1]
-    cen = d.linear(torch.eye(D, dtype=d.c.dtype, device=d.c.device) - 1.0 / D)
+    return d.linear(torch.eye(D, dtype=d.c.dtype, device=d.c.device) - 1.0 / D)
+
+
+def _layer_norm_parts(cen: Affine, eps):
+    """(LN_eps, bad) of the centred form ``cen`` by the rules of its parts: the variance
+    (square), its inverse square root and their product with ``cen``. bad (X[:-1]) marks
+    positions where no positive lower bound on the variance is known."""
+    D = cen.c.shape[-1]
     var = square(cen).sum(-1).scale(1.0 / D).shift(eps)
     cl, ch = cen.bounds()                     # var >= mean of the least square of each c_j
     sq = torch.where((cl <= 0) & (ch >= 0), 0.0, torch.minimum(cl * cl, ch * ch))
@@ -280,9 +285,10 @@ def _norm_range(cen: Affine, eps):
     return n0, rho, nlo, nhi, u0
 
 
-def _layer_norm_direct(d: Affine, eps):
-    r"""(LN_eps(d), bad) as one map, by the lemma of the module docstring's layer-norm rule:
-    with the exact centring :math:`c = d - \bar d` and :math:`\kappa^2 = D\varepsilon`,
+def _layer_norm_direct(cen: Affine, eps):
+    r"""(LN_eps, bad) of the centred form ``cen`` = c as one map (the book's lemma, from the
+    module docstring's layer-norm rule; its constant is checked against brute force in
+    ``tests/test_zonotope.py``): with :math:`\kappa^2 = D\varepsilon`,
     :math:`\mathrm{LN}(d) = \sqrt D\, u(c)`, :math:`u(c) = c / \lVert (c, \kappa) \rVert`,
     the first D coordinates of the unit vector of :math:`(c, \kappa)`. Its Jacobian at the
     centre is :math:`(I - u_0 u_0^\top) / n_0`, :math:`n_0 = \lVert (c_0, \kappa) \rVert`,
@@ -294,8 +300,7 @@ def _layer_norm_direct(d: Affine, eps):
     :math:`\rho^2 / (\sqrt 3\, n_{lo}^2)`, a bound on every coordinate. bad (X[:-1]) marks
     positions where :math:`n_{lo} \le 0` (at eps = 0 some theta of the box may have LN_0
     undefined there)."""
-    D = d.c.shape[-1]
-    cen = d.linear(torch.eye(D, dtype=d.c.dtype, device=d.c.device) - 1.0 / D)
+    D = cen.c.shape[-1]
     c0 = cen.c
     n0, rho, nlo, _, u0 = _norm_range(cen, eps)
     bad = ~(nlo > 0)
@@ -312,15 +317,16 @@ def _layer_norm_direct(d: Affine, eps):
     return out, bad
 
 
-def _layer_norm(d: Affine, eps):
+def _layer_norm(d: Affine, eps, cen: Affine | None = None):
     r"""(LN_eps(d), bad): per entry the narrower of :func:`_layer_norm_direct`'s and
     :func:`_layer_norm_parts`' forms (each entry's form holds for every theta of the box,
     whichever rule made it), then the interval :math:`[-\sqrt D, \sqrt D]` where narrower;
-    bad where neither rule knows the norm positive."""
+    bad where neither rule knows the norm positive. ``cen``: d already centred."""
     D = d.c.shape[-1]
-    out, bad = _layer_norm_direct(d, eps)
+    cen = _centred(d) if cen is None else cen
+    out, bad = _layer_norm_direct(cen, eps)
     c0 = out.c
-    parts, bad2 = _layer_norm_parts(d, eps)
+    parts, bad2 = _layer_norm_parts(cen, eps)
     take = (bad & ~bad2).unsqueeze(-1) | (~bad2.unsqueeze(-1) & (parts.rad() < out.rad()))
     out = Affine(torch.where(take, parts.c, out.c), torch.where(take.unsqueeze(-1), parts.G, out.G),
                  torch.where(take, parts.e, out.e))
@@ -367,9 +373,8 @@ def _readout(d: Affine, P, eps):
     :math:`T - \omega = \sqrt D\, a / \lVert (c, \kappa) \rVert`, :math:`a = w \cdot c`:
     a product of two forms, so an affine form with a second-order remainder, and the norm a
     positive scalar. So :math:`T - \omega \ge \sqrt D\, a_{lo} / n_{hi}` where
-    :math:`a_{lo} \ge 0` (else :math:`a_{lo} / n_{lo}`), with :math:`n_{lo}, n_{hi} = n_0
-    \mp \rho` (:math:`n_{lo} \ge \kappa`, :math:`\rho` as for :func:`_layer_norm`), and
-    symmetrically above. The sign of :math:`T - \omega` is then decided by the form a alone,
+    :math:`a_{lo} \ge 0` (else :math:`a_{lo} / n_{lo}`), with :math:`n_{lo} \le \lVert (c,
+    \kappa) \rVert \le n_{hi}` over the box (:func:`_norm_range`), and symmetrically above. The sign of :math:`T - \omega` is then decided by the form a alone,
     without the layer norm's remainder; and where :math:`a_{lo} > 0` (or :math:`a_{hi} < 0`)
     c is never 0 in the box, so :math:`\mathrm{LN}_0` is defined there even when
     :math:`\rho \ge n_0`. The bounds through :func:`_layer_norm` are intersected with
@@ -378,15 +383,16 @@ def _readout(d: Affine, P, eps):
     w0, rw, iw = P.p["w"]
     om0, rom, iom = P.p["omega"]
     zero = torch.zeros(1, dtype=d.c.dtype, device=d.c.device)
+    cen = _centred(d)
     # the path through the layer norm's own rule
-    y, bad_ln = _layer_norm(d.map(lambda t: t.unsqueeze(-2)), eps)
+    y, bad_ln = _layer_norm(d.map(lambda t: t.unsqueeze(-2)), eps,
+                            cen.map(lambda t: t.unsqueeze(-2)))
     T = _param_affine(y.map(lambda t: t[..., 0, :]), (w0[:, None], rw[:, None], iw),
                       (om0.reshape(1), rom.reshape(1), iom), P.M).map(lambda t: t[..., 0])
     lo1, hi1 = T.bounds()
     bad_ln = bad_ln[..., 0]
     lo1, hi1 = torch.where(bad_ln, -torch.inf, lo1), torch.where(bad_ln, torch.inf, hi1)
     # the homogeneous path: a = w . c over ||(c, kappa)||
-    cen = d.linear(torch.eye(D, dtype=d.c.dtype, device=d.c.device) - 1.0 / D)
     a = _param_affine(cen, (w0[:, None], rw[:, None], iw), (zero, zero, iom),
                       P.M).map(lambda t: t[..., 0])
     alo, ahi = (t * math.sqrt(D) for t in a.bounds())

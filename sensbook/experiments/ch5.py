@@ -75,7 +75,10 @@ def sizes(what: str, scale: str | None = None) -> dict:
 def basin_lengths(name: str, scale: str | None = None) -> list:
     """The lengths of the basin experiment for one construction (odd ones for MAJORITY; the
     hard-attention FIRST also at the long sampled lengths ``hard_Ns``)."""
-    s = sizes("basin", scale)
+    return _lengths(name, sizes("basin", scale))
+
+
+def _lengths(name: str, s: dict) -> list:
     return [N + (name == "MAJORITY") for N in s["Ns"]] + (
         s["hard_Ns"] if name == "FIRST_HARD" else [])
 
@@ -135,19 +138,21 @@ def exact_check(config: dict) -> dict:
             "max_abs_T": float(T.abs().max()) if finite else None, "n_strings": len(x)}
 
 
-def _basin_configs(scale):
-    s = sizes("basin", scale)
-    sig = [float(v) for v in basin_sigmas(scale)]
+def _basin_configs(scale, s=None, names=("PARITY", "FIRST", "MAJORITY"), kinds=BASIN_NOISE):
+    """The pieces of ``ch5.basin`` at ``scale`` (sizes ``s``: default ``sizes("basin")``;
+    ``ch5.intro_basin`` passes its own, PARITY only, uniform noise only)."""
+    s = sizes("basin", scale) if s is None else s
+    sig = [float(v) for v in np.logspace(-4, 0, s["n_sigma"])]
     return [dict(name=name, kind=kind, N=N, sigmas=sig[a:a + s["chunk"]], first=a, P=s["P"],
                  seed=N, n_samples=None if 2**N <= s["max_strings"] else s["max_strings"])
-            for kind in BASIN_NOISE for name in ("PARITY", "FIRST", "MAJORITY")
-            for N in basin_lengths(name, scale) for a in range(0, len(sig), s["chunk"])] + [
+            for kind in kinds for name in names
+            for N in _lengths(name, s) for a in range(0, len(sig), s["chunk"])] + [
         # the hard-attention FIRST: uniform noise; at the long lengths on hard_strings
         # sampled strings and the upper half of the sigma grid (its sigma* is flat, above it)
         dict(name="FIRST_HARD", kind="uniform", N=N, sigmas=sig[a:], first=a, P=s["P"],
              seed=N, n_samples=(None if 2**N <= s["max_strings"] else
                                 s["max_strings"] if N in s["Ns"] else s["hard_strings"]))
-        for N in basin_lengths("FIRST_HARD", scale)
+        for N in _lengths("FIRST_HARD", s)
         for a in [0 if N in s["Ns"] else len(sig) // 2]]
 
 
@@ -497,16 +502,8 @@ def intro_basin_sigmas(scale: str | None = None) -> np.ndarray:
 
 
 def _intro_basin_configs(scale):
-    """PARITY and the hard FIRST under uniform noise, pieced as in :func:`_basin_configs`."""
-    s = intro_basin_sizes(scale)
-    sig = [float(v) for v in intro_basin_sigmas(scale)]
-    sampled = lambda N, k: None if 2**N <= s["max_strings"] else k
-    return [dict(name="PARITY", kind="uniform", N=N, sigmas=sig[a:a + s["chunk"]], first=a,
-                 P=s["P"], seed=N, n_samples=sampled(N, s["max_strings"]))
-            for N in s["Ns"] for a in range(0, len(sig), s["chunk"])] + [
-        dict(name="FIRST_HARD", kind="uniform", N=N, sigmas=sig[a:], first=a, P=s["P"], seed=N,
-             n_samples=sampled(N, s["max_strings"] if N in s["Ns"] else s["hard_strings"]))
-        for N in s["Ns"] + s["hard_Ns"] for a in [0 if N in s["Ns"] else len(sig) // 2]]
+    """PARITY and the hard FIRST under uniform noise, pieced as ``ch5.basin``'s."""
+    return _basin_configs(scale, intro_basin_sizes(scale), ("PARITY",), ("uniform",))
 
 
 register(Experiment("ch5.intro_basin", _intro_basin_configs, "sensbook.experiments.ch5:basin_one",

@@ -21,6 +21,7 @@ def _source(path: pathlib.Path) -> bytes:
         raise ValueError(f"{path} is not a regular file of at most {MAX_SOURCE_BYTES} bytes")
     return path.read_bytes()
 
+
 _PACKAGE = pathlib.Path(__file__).resolve().parents[1]
 # Top-level modules that compute nothing a result depends on (the public names, the command
 # line, how pages look); every other top-level module (the instruments and settings) is part
@@ -51,12 +52,12 @@ def _imports(path: pathlib.Path) -> set:
                 if node.level - 1 > len(here):
                     continue
                 base = here[:len(here) - (node.level - 1)]
+                mod = node.module
             elif (node.module or "").split(".")[0] == _PACKAGE.name:
-                base = []
-                node.module = ".".join(node.module.split(".")[1:]) or None
+                base, mod = [], ".".join(node.module.split(".")[1:])
             else:
                 continue
-            parts = base + (node.module.split(".") if node.module else [])
+            parts = base + (mod.split(".") if mod else [])
             found.add(resolve(parts))
             for a in node.names:              # `from . import ch6_training`: a submodule
                 sub = resolve(parts + [a.name])

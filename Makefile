@@ -31,10 +31,14 @@ assets: setup
 # the code that computes them) by two worker processes of one thread each, so the cores are
 # never oversubscribed; then the notebooks execute, one thread each, reading those results.
 # A second `make book` finds everything stored and only executes and renders the chapters.
+# The chapters run $(JOBS) at a time into a fresh notebook cache (tools/execute.py), which the
+# build then renders: every chapter still runs on every build.
 book: setup assets experiments
 	rm -rf _build
 	OMP_NUM_THREADS=1 SENSBOOK_SCALE=$${SENSBOOK_SCALE:-book} SENSBOOK_PROGRESS=0 \
-	  $(BIN)/jupyter-book build . -W -n --keep-going
+	  $(BIN)/python tools/execute.py --cache _build/.jupyter_cache --config _build/config.yml --jobs $(JOBS)
+	OMP_NUM_THREADS=1 SENSBOOK_SCALE=$${SENSBOOK_SCALE:-book} SENSBOOK_PROGRESS=0 \
+	  $(BIN)/jupyter-book build . --config _build/config.yml -W -n --keep-going
 	@echo "open _build/html/index.html"
 
 # Every experiment at the book's scale ($$SENSBOOK_SCALE, default book), stored in results/.
@@ -63,18 +67,19 @@ portable-ci: setup
 
 book-ci: setup assets
 	rm -rf _build
-	SENSBOOK_SCALE=ci SENSBOOK_PROGRESS=0 $(BIN)/jupyter-book build . -W -n --keep-going
+	OMP_NUM_THREADS=1 SENSBOOK_SCALE=ci SENSBOOK_PROGRESS=0 \
+	  $(BIN)/python tools/execute.py --cache _build/.jupyter_cache --config _build/config.yml --jobs $(JOBS)
+	SENSBOOK_SCALE=ci SENSBOOK_PROGRESS=0 $(BIN)/jupyter-book build . --config _build/config.yml -W -n --keep-going
 
-# What .github/workflows/publish.yml builds: `make book`, but executing through the notebook cache
-# in .jupyter_cache/ (kept between workflow runs, keyed on sensbook/** and the chapters), so an
-# unchanged chapter is not recomputed. Local and CI builds keep `force` (_config.yml).
+# What .github/workflows/publish.yml builds: `make book`, but through the notebook cache in
+# .jupyter_cache/ (kept between workflow runs, keyed on sensbook/** and the chapters), so an
+# unchanged chapter is not recomputed. A plain `jupyter-book build .` keeps `force` (_config.yml).
 book-publish: setup assets
 	rm -rf _build
-	$(BIN)/python -c "import yaml; c = yaml.safe_load(open('_config.yml')); \
-	  c['execute'].update(execute_notebooks='cache', cache='.jupyter_cache'); \
-	  yaml.safe_dump(c, open('.publish_config.yml', 'w'), sort_keys=False)"
+	OMP_NUM_THREADS=1 SENSBOOK_SCALE=$${SENSBOOK_SCALE:-book} SENSBOOK_PROGRESS=0 \
+	  $(BIN)/python tools/execute.py --cache .jupyter_cache --config _build/config.yml --jobs $(JOBS)
 	SENSBOOK_SCALE=$${SENSBOOK_SCALE:-book} SENSBOOK_PROGRESS=0 $(BIN)/jupyter-book build . \
-	  --config .publish_config.yml -W -n --keep-going
+	  --config _build/config.yml -W -n --keep-going
 
 # Two pytest workers share 2 cores: one thread each (OMP_NUM_THREADS=1) avoids oversubscription.
 # Every test: unit tests, the one-node Slurm cluster test, every chapter under nbval at ci scale,
@@ -120,7 +125,7 @@ sync: setup
 	$(BIN)/python tools/notebooks.py
 
 clean:
-	rm -rf _build .publish_config.yml
+	rm -rf _build
 
 # Performance figures on this machine (CPU, and CUDA when present); a few minutes on 2 cores.
 # On a GPU machine: only the tests that exercise CUDA (a minute or two), not the CPU suite

@@ -101,8 +101,8 @@ def test_publish_keeps_the_execution_cache_keyed_on_the_package_and_chapters():
     # A partial hit may only reuse a cache built with the same package and environment.
     assert key.startswith(restore) and "sensbook/**" in restore and "book/*.md" not in restore
     assert "SENSBOOK_SCALE" in key, "a cache from another scale holds other outputs"
-    # ...and `make book-publish` executes through that cache, while local and CI builds force.
-    assert re.search(r"execute_notebooks='cache', cache='\.jupyter_cache'", MAKEFILE)
+    # ...and `make book-publish` executes through that cache; a plain `jupyter-book build .` forces.
+    assert re.search(r"tools/execute\.py --cache \.jupyter_cache", MAKEFILE)
     assert CONFIG["execute"]["execute_notebooks"] == "force"
 
 
@@ -120,3 +120,33 @@ def test_site_serves_its_own_mathjax_and_widget_javascript():
     assert not re.match(r"https?://", sphinx["mathjax_path"])
     assert list(sphinx["nb_ipywidgets_js"]) == ["widgets/require.js", "widgets/setup.js", "widgets/embed-amd.js"]
     assert "_site_assets" in (ROOT / ".gitignore").read_text()
+
+
+def test_the_parallel_executor_keys_the_cache_on_the_notebook_the_build_reads():
+    """`make book` runs the chapters through tools/execute.py into the cache the build then
+    reads: a chapter the build read differently would miss the cache and run a second time."""
+    sys.path.insert(0, str(ROOT / "tools"))
+    try:
+        import execute
+    finally:
+        sys.path.remove(str(ROOT / "tools"))
+    from jupyter_book.config import get_final_config
+
+    sphinx = get_final_config(user_yaml=ROOT / "_config.yml", sourcedir=ROOT,
+                              cli_config={"latex_individualpages": False})[0]
+    md = execute.md_config()
+    assert set(md.enable_extensions) == set(sphinx["myst_enable_extensions"])
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    names = {str(p.relative_to(ROOT).with_suffix("")) for p in execute.chapters()}
+    assert names and names <= {toc["root"]} | {c["file"] for c in toc["chapters"]}
+    assert "book/ch6_training" in names and "book/references" not in names
+    for p in execute.chapters():
+        code = [c for c in execute.read(p, md).cells if c.cell_type == "code"]
+        assert len(code) == p.read_text().count("```{code-cell}"), p
+    # make book, book-ci and book-publish build from the cache the executor filled
+    for target in ("book", "book-ci", "book-publish"):
+        body = re.search(rf"^{target}:.*?\n((?:\t.*\n)+)", MAKEFILE, re.M).group(1)
+        cache = re.search(r"tools/execute\.py --cache (\S+) --config (\S+)", body)
+        build = re.search(r"jupyter-book build \. (?:\\\n\s*)?--config (\S+)", body)
+        assert cache and build and build.group(1) == cache.group(2), (target, body)
+    assert "--cache .jupyter_cache" in MAKEFILE.split("book-publish:")[1]

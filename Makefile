@@ -17,7 +17,7 @@ setup: $(STAMP)
 # constraints.txt: the one resolution the book is built and tested with (package ranges stay loose)
 $(STAMP): requirements.txt constraints.txt pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
-	$(BIN)/pip install -q --disable-pip-version-check -c constraints.txt -r requirements.txt > $(VENV)/pip.log 2>&1 \
+	$(BIN)/pip install -q --no-compile --disable-pip-version-check -c constraints.txt -r requirements.txt > $(VENV)/pip.log 2>&1 \
 	  || (cat $(VENV)/pip.log; exit 1)
 	rm -f $(VENV)/.installed-*; touch $@
 

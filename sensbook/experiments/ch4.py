@@ -182,7 +182,7 @@ def cor43_one(c: dict) -> dict:
 
 def _ch4_cor43_configs(scale):
     Ns, n_pts, n_beta = pick(scale, ci=([16, 32, 64, 128], 4000, 400),
-                             book=([16, 32, 64, 128, 256], 10_000, 1000),
+                             book=([16, 32, 64, 128], 10_000, 1000),
                              paper=([16, 32, 64, 128, 256, 512, 1024], 40_000, 2000))
     return [dict(N=N, n_pts=n_pts, n_beta=n_beta, K=8, **ZONE) for N in Ns]
 

@@ -43,7 +43,7 @@ SIZES = {
                          max_strings=16384, chunk=5, hard_Ns=[64, 256],
                          hard_strings=256)),
     "k0": dict(ci=dict(P=32, block=32, Ns=[4, 6, 8, 10], sampled=[16], n_samples=48),
-               book=dict(P=96, block=48, Ns=[4, 6, 8, 10, 12, 14, 16], sampled=[20, 28],
+               book=dict(P=96, block=48, Ns=[4, 6, 8, 10, 12, 14], sampled=[16, 20, 28],
                      n_samples=128),
                paper=dict(P=512, block=32, Ns=[4, 6, 8, 10, 12, 14, 16, 18, 20],
                       sampled=[32, 64, 128], n_samples=1024)),

@@ -56,7 +56,6 @@ def read(path: Path, md: MdParserConfig | None = None):
     return create_nb_reader(str(path), md or md_config(), NbParserConfig(), text).read(text)
 
 
-
 def _run(path: str, timeout: int):
     """Execute one chapter in its own directory (as myst-nb does): (notebook, seconds, error)."""
     p = Path(path)

@@ -34,3 +34,49 @@ def test_the_build_kernels_are_encrypted_and_say_nothing_about_plain_tcp():
 
     assert "without encryption" in run("plain")        # what this jupyter_client/ipykernel do
     assert "without encryption" not in run("extension")
+
+
+def test_a_cached_chapter_is_written_to_jupyter_execute_with_its_outputs(tmp_path):
+    """`make book` renders from the cache tools/execute.py fills; myst-nb's cache client merges
+    the outputs into a copy and writes the original, empty, to _build/jupyter_execute/ (what
+    tests/site/test_colab.py checks a reader's front end against). With the extension the
+    notebook myst-nb writes is the executed one."""
+    import copy
+    import logging
+
+    import nbformat
+    from jupyter_cache import get_cache
+    from jupyter_cache.base import CacheBundleIn
+    from myst_nb.core.config import NbParserConfig
+    from myst_nb.core.execute.cache import NotebookClientCache
+
+    sys.path.insert(0, str(ROOT / "tools"))
+    try:
+        import sensbook_site
+    finally:
+        sys.path.remove(str(ROOT / "tools"))
+    src = tmp_path / "chapter.ipynb"
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# A"),
+                                         nbformat.v4.new_code_cell("6 * 7")])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
+                                 "language": "python"}
+    nbformat.write(nb, src)
+    done = copy.deepcopy(nb)
+    done.cells[1].outputs = [nbformat.v4.new_output("execute_result", {"text/plain": "42"},
+                                                    execution_count=1)]
+    cache = get_cache(str(tmp_path / "cache"))
+    cache.cache_notebook_bundle(CacheBundleIn(done, str(src)), check_validity=False)
+    config = NbParserConfig(execution_mode="cache", execution_cache_path=str(tmp_path / "cache"))
+
+    def rendered():
+        mine = copy.deepcopy(nb)
+        with NotebookClientCache(mine, src, config, logging.getLogger("t")) as client:
+            shown = client.notebook.cells[1].outputs
+        return shown, mine.cells[1].outputs
+
+    shown, written = rendered()
+    assert shown and shown[0]["data"]["text/plain"] == "42" and written == []   # myst-nb alone
+    sensbook_site._cached_outputs_written()
+    sensbook_site._cached_outputs_written()                                  # idempotent
+    shown, written = rendered()
+    assert shown[0]["data"]["text/plain"] == "42" and written == shown

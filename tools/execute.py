@@ -1,7 +1,9 @@
 """Execute the book's chapters in parallel into a notebook cache, for `jupyter-book build`.
 
 Jupyter Book 1.x executes one notebook at a time. This runs ``--jobs`` chapters at once (each
-in its own kernel, with this process's environment: SENSBOOK_SCALE, OMP_NUM_THREADS), stores
+in its own kernel, with this process's environment, SENSBOOK_SCALE and OMP_NUM_THREADS, and
+what the book's extension tools/sensbook_site.py gives the build's kernels: SENSBOOK_PAGE=1,
+encrypted sockets), stores
 every chapter that ran without error in the jupyter-cache at ``--cache`` (the cache myst-nb
 reads in ``cache`` mode), and writes ``--config``: ``_config.yml`` with ``execute_notebooks:
 cache`` at that cache. ``jupyter-book build . --config <it>`` then renders the cached outputs.
@@ -73,7 +75,8 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     if a.jobs < 1:
         ap.error(f"--jobs must be an integer >= 1, got {a.jobs}")
-    sensbook_site._encrypted_kernels()          # the kernels the build itself would start
+    sensbook_site._encrypted_kernels()          # the kernels the build itself would start,
+    os.environ["SENSBOOK_PAGE"] = "1"           # with the environment it gives them (explorers)
     conf = yaml.safe_load((ROOT / "_config.yml").read_text())
     timeout = int(conf.get("execute", {}).get("timeout", 3600))
     cache, md = get_cache(a.cache), md_config()

@@ -16,6 +16,9 @@
 - It registers the pybtex style `authoryear` (`bibtex_default_style` in _config.yml): the
   bibliography labels its entries as the text cites them, "Kövér et al., 2026", not
   "[KoverBS+26]".
+- Where the build renders a notebook from the execution cache (tools/execute.py), it writes
+  the executed notebook, outputs included, to _build/jupyter_execute/, as a `force` build does
+  (myst-nb's cache mode writes the notebook without them).
 - It links each computed figure to its own PNG (tap or click to enlarge, issue 46: at 390 px a
   figure's text lands at 4-6 px; the PNG opens at its natural size, where it is 12 px).
 - After the build it deletes JavaScript/CSS source maps (*.map) that the theme ships: browsers
@@ -96,6 +99,31 @@ def _encrypted_kernels():
     utils.executenb = executenb
 
 
+def _cached_outputs_written():
+    """In ``cache`` mode (``make book``, ``book-ci``, ``book-publish``: tools/execute.py fills the
+    cache) myst-nb renders a merged *copy* of the notebook and writes the original, without
+    outputs, to _build/jupyter_execute/, the executed copy a reader's notebook front end is
+    checked against (tests/site/test_colab.py). This build's cache client merges the cached
+    outputs into the notebook itself, so the copy it writes is the executed one, as in ``force``
+    mode."""
+    from myst_nb.core.execute.cache import NotebookClientCache
+
+    plain = NotebookClientCache.start_client
+    if getattr(plain, "in_place", False):
+        return
+
+    def start_client(self):
+        mine = self._notebook
+        plain(self)
+        merged = self._notebook
+        if merged is not mine:
+            mine.cells, mine.metadata = merged.cells, merged.metadata
+            self._notebook = mine
+
+    start_client.in_place = True
+    NotebookClientCache.start_client = start_client
+
+
 def _ensure_assets(app, config):
     site_assets.site_assets()
     # the kernels the build starts inherit it: explorers precompute every setting for the page
@@ -158,6 +186,7 @@ def _finish(app, exception):
 def setup(app):
     _register_authoryear()
     _encrypted_kernels()
+    _cached_outputs_written()
     app.connect("config-inited", _ensure_assets)
     app.add_css_file("sensbook.css")
     app.connect("html-page-context", _dedupe_scripts, priority=900)   # after the others add theirs

@@ -75,8 +75,7 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     if a.jobs < 1:
         ap.error(f"--jobs must be an integer >= 1, got {a.jobs}")
-    sensbook_site._encrypted_kernels()          # the kernels the build itself would start,
-    os.environ["SENSBOOK_PAGE"] = "1"           # with the environment it gives them (explorers)
+    sensbook_site.build_kernels()               # the kernels the build itself would start
     conf = yaml.safe_load((ROOT / "_config.yml").read_text())
     timeout = int(conf.get("execute", {}).get("timeout", 3600))
     cache, md = get_cache(a.cache), md_config()

@@ -124,11 +124,16 @@ def _cached_outputs_written():
     NotebookClientCache.start_client = start_client
 
 
+def build_kernels():
+    """What every kernel of the build gets (myst-nb's, and tools/execute.py's): encrypted
+    sockets, and SENSBOOK_PAGE=1 in the environment it inherits, so explorers precompute every
+    setting for the page (sensbook.pages.explore) and every control on the page answers."""
+    _encrypted_kernels()
+    os.environ["SENSBOOK_PAGE"] = "1"
+
+
 def _ensure_assets(app, config):
     site_assets.site_assets()
-    # the kernels the build starts inherit it: explorers precompute every setting for the page
-    # (sensbook.pages.explore), so every control on the page answers
-    os.environ["SENSBOOK_PAGE"] = "1"
     config.html_static_path = [*config.html_static_path, str(HERE / "static")]
     # the API page's signatures show a default as the source writes it (`Protocol()`), not its
     # repr (`Protocol(D=16, L=2, H=2, ...)`, the whole dataclass: issue 46)
@@ -185,7 +190,7 @@ def _finish(app, exception):
 
 def setup(app):
     _register_authoryear()
-    _encrypted_kernels()
+    build_kernels()
     _cached_outputs_written()
     app.connect("config-inited", _ensure_assets)
     app.add_css_file("sensbook.css")

@@ -83,9 +83,14 @@ def _lengths(name: str, s: dict) -> list:
         s["hard_Ns"] if name == "FIRST_HARD" else [])
 
 
+def _sigma_grid(s: dict) -> np.ndarray:
+    """The noise scales of a basin experiment with sizes ``s``: log-spaced on [1e-4, 1]."""
+    return np.logspace(-4, 0, s["n_sigma"])
+
+
 def basin_sigmas(scale: str | None = None) -> np.ndarray:
     """The sigma grid of the basin experiment: log-spaced on [1e-4, 1]."""
-    return np.logspace(-4, 0, sizes("basin", scale)["n_sigma"])
+    return _sigma_grid(sizes("basin", scale))
 
 
 def _exact_configs(scale):
@@ -142,7 +147,7 @@ def _basin_configs(scale, s=None, names=("PARITY", "FIRST", "MAJORITY"), kinds=B
     """The pieces of ``ch5.basin`` at ``scale`` (sizes ``s``: default ``sizes("basin")``;
     ``ch5.intro_basin`` passes its own, PARITY only, uniform noise only)."""
     s = sizes("basin", scale) if s is None else s
-    sig = [float(v) for v in np.logspace(-4, 0, s["n_sigma"])]
+    sig = [float(v) for v in _sigma_grid(s)]
     return [dict(name=name, kind=kind, N=N, sigmas=sig[a:a + s["chunk"]], first=a, P=s["P"],
                  seed=N, n_samples=None if 2**N <= s["max_strings"] else s["max_strings"])
             for kind in kinds for name in names
@@ -498,7 +503,7 @@ def intro_basin_sizes(scale: str | None = None) -> dict:
 
 def intro_basin_sigmas(scale: str | None = None) -> np.ndarray:
     """The sigma grid of the introduction's figure: log-spaced on [1e-4, 1]."""
-    return np.logspace(-4, 0, intro_basin_sizes(scale)["n_sigma"])
+    return _sigma_grid(intro_basin_sizes(scale))
 
 
 def _intro_basin_configs(scale):

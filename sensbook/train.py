@@ -28,6 +28,7 @@ whatever device the model is on (CPU or CUDA); no per-seed Python loop touches t
 """
 from __future__ import annotations
 
+import copy
 import math
 from dataclasses import asdict, dataclass, fields, replace
 
@@ -192,9 +193,34 @@ def scores_like(T, y) -> torch.Tensor:
     return T
 
 
+def subpopulation(model, idx):
+    """Models ``idx`` (a list of indices) of a population whose parameters carry the population
+    axis first, as a new population of the same class (copies of their parameters)."""
+    sub = copy.deepcopy(model)
+    with torch.no_grad():
+        for p in sub.parameters():
+            p.data = p.data[idx].clone()
+    sub.P = len(idx)
+    return sub
+
+
+def _narrowed(work, opt, keep, protocol):
+    """The population ``work`` and its AdamW ``opt`` restricted to the models ``keep``: the
+    optimizer's state (moments, step count) sliced, so each kept model's next update is the one
+    it would have had in the full population (Adam is element-wise)."""
+    sub = subpopulation(work, keep)
+    new = torch.optim.AdamW(sub.parameters(), lr=protocol.lr, weight_decay=protocol.weight_decay)
+    for old, p in zip(work.parameters(), sub.parameters()):
+        new.state[p] = {k: (v[keep].clone() if torch.is_tensor(v) and v.dim() else
+                            v.clone() if torch.is_tensor(v) else v)
+                        for k, v in opt.state.get(old, {}).items()}
+    return sub, new
+
+
 def train_population(model: Recognizer, f: BooleanFunction, N: int, seeds,
                      protocol: Protocol = Protocol(), *, log_every: int | None = None,
-                     log_steps=None, until=None, progress: bool = True) -> np.ndarray:
+                     log_steps=None, until=None, drop=None,
+                     progress: bool = True) -> np.ndarray:
     """Train the P models of ``model`` on f at length N, in place, as one batched computation.
 
     Parameters
@@ -216,6 +242,16 @@ def train_population(model: Recognizer, f: BooleanFunction, N: int, seeds,
     until : callable, optional
         ``until(step)`` is called after every step with the number of steps done; training
         stops early when it returns True.
+    drop : callable, optional
+        ``drop(step)`` is called after ``until`` and returns the indices of models whose
+        training is over: they leave the batch, and their parameters stay as they are from then
+        on. The others train as before (each model's batches come from its own generator,
+        and every operation acts on each model alone), so a population that drops its
+        finished models costs only what its unfinished ones do. In the book's widths (D = 16)
+        they train number for number as before on every kernel path (``tests/test_train.py``;
+        the population keeps at least two models: one alone takes other kernels); in other
+        shapes a smaller batch of models can take a kernel that rounds otherwise (at D = 8,
+        the positional vectors' gradient), the difference another CPU makes.
     progress : bool
         Show a progress bar.
 
@@ -224,7 +260,8 @@ def train_population(model: Recognizer, f: BooleanFunction, N: int, seeds,
     numpy.ndarray
         The loss curve ``(n_logged, P)``: row i is each model's mean training loss over the
         steps since the previous logged step (with ``until``, the curve ends with the window
-        that contains the last step).
+        that contains the last step); a dropped model's mean is over the steps it trained in
+        that window, NaN after it.
     """
     from .settings import progress as _progress
 
@@ -246,22 +283,45 @@ def train_population(model: Recognizer, f: BooleanFunction, N: int, seeds,
         raise ValueError(f"log_steps must lie in 1..steps={pr.steps}, got {sorted(log_at)[:5]}...")
     gens = [torch.Generator().manual_seed(s + DATA_SEED_OFFSET) for s in seeds]
     opt = torch.optim.AdamW(model.parameters(), lr=pr.lr, weight_decay=pr.weight_decay)
-    curve, window, n_window = [], torch.zeros(model.P, dtype=torch.float64), 0
+    P, work = model.P, model
+    active = members = list(range(P))     # models training; work's models (>= 2, see below)
+    curve, window, n_window = [], torch.zeros(P, dtype=torch.float64), torch.zeros(P)
     model.train()
     for step in _progress(range(1, pr.steps + 1), desc=f"train {f} N={N}", disable=not progress):
-        x = _batch(gens, pr.batch, N, model.device, model.dtype)
-        per = population_loss(model, x, f(x), pr.loss)
+        x = _batch([gens[p] for p in members], pr.batch, N, model.device, model.dtype)
+        per = population_loss(work, x, f(x), pr.loss)
         opt.zero_grad(set_to_none=True)
         per.sum().backward()
         opt.step()
-        window += per.detach().double().cpu()
-        n_window += 1
+        rows = [members.index(p) for p in active]
+        window[active] += per.detach().double().cpu()[rows]
+        n_window[active] += 1
+        if work is not model:                   # the full population holds every model's state
+            with torch.no_grad():
+                for full, t in zip(model.parameters(), work.parameters()):
+                    full[active] = t[rows]
         stop = until is not None and bool(until(step))
         if step in log_at or stop:
-            curve.append((window / n_window).numpy())
-            window, n_window = torch.zeros_like(window), 0
+            curve.append((window / n_window).numpy())   # 0/0 = NaN: a model dropped earlier
+            window, n_window = torch.zeros_like(window), torch.zeros_like(n_window)
         if stop:
             break
+        gone = set() if drop is None else {int(p) for p in drop(step)} & set(active)
+        if not gone:
+            continue
+        active = [p for p in active if p not in gone]
+        if not active:
+            if n_window.any():
+                curve.append((window / n_window).numpy())
+            break
+        # work keeps at least two models: a vmapped population of one computes in other
+        # kernels (other rounding) than the same model among others; a dropped model rides
+        # along then, its parameters never written back
+        ride = [p for p in members if p not in active][:max(0, 2 - len(active))]
+        keep = [members.index(p) for p in sorted(active + ride)]
+        if len(keep) < len(members):
+            work, opt = _narrowed(work, opt, keep, pr)
+            members = sorted(active + ride)
     model.eval()
     return np.stack(curve)
 
@@ -356,7 +416,7 @@ def curve_schedule(budget: int, points: int) -> list:
 def learn(model, f: BooleanFunction, N: int, seeds, protocol: Protocol = Protocol(), *,
           criterion: float = 0.99, checks=None, n_test: int | None = None, log_steps=None,
           signal_steps=None, signal_strings=None, signal_probe=None,
-          progress: bool = False) -> dict:
+          drop_learned: bool = False, progress: bool = False) -> dict:
     """Train until every seed has learned f or the budget ``protocol.steps`` is spent.
 
     Parameters
@@ -386,6 +446,13 @@ def learn(model, f: BooleanFunction, N: int, seeds, protocol: Protocol = Protoco
     signal_probe : callable, optional
         A function of the model returning a dict of ``(P, ...)`` arrays (e.g.
         :func:`sensbook.eos_mechanism` on fixed strings), recorded at the same steps.
+    drop_learned : bool
+        Stop training each seed at its first passage (``train_population``'s ``drop``) instead
+        of when the last seed learns. Steps to learn and the trained parameters are the same
+        (number for number in the book's widths: ``train_population``); the loss curve ends for
+        a seed at its first passage (NaN after it), its later ``eval_accuracy`` entries repeat
+        its accuracy then (its parameters no longer change), and only unfinished seeds are
+        evaluated. Not with ``signal_steps``.
     progress : bool
         Show a progress bar.
 
@@ -425,6 +492,11 @@ def learn(model, f: BooleanFunction, N: int, seeds, protocol: Protocol = Protoco
         raise ValueError("signal_steps needs signal_strings (the strings the gradient signal "
                          "is measured on)")
     signal = {"steps": []}
+    if drop_learned and sig_at:
+        raise ValueError("drop_learned=True stops training seeds that learned, so the gradient "
+                         "signal after their first passage would be that of frozen models: "
+                         "pass signal_steps only with drop_learned=False")
+    acc = np.full(len(seeds), np.nan)
 
     def until(step):
         done[0] = step
@@ -438,7 +510,11 @@ def learn(model, f: BooleanFunction, N: int, seeds, protocol: Protocol = Protoco
                 signal.setdefault(k, []).append(v.tolist())
         if step not in checks:
             return False
-        acc = accuracy(model, f, N, n_test=n_test)
+        todo = [p for p, s in enumerate(first) if s is None] if drop_learned else None
+        if todo is None:
+            acc[:] = accuracy(model, f, N, n_test=n_test)
+        else:                                   # a learned seed's accuracy no longer changes
+            acc[todo] = accuracy(subpopulation(model, todo), f, N, n_test=n_test)
         model.train()
         eval_steps.append(step)
         eval_acc.append(acc.tolist())
@@ -448,8 +524,10 @@ def learn(model, f: BooleanFunction, N: int, seeds, protocol: Protocol = Protoco
                 snap[p] = [t[p].detach().clone() for t in model.parameters()]
         return all(s is not None for s in first)
 
+    drop = (lambda step: [p for p, s in enumerate(first) if s is not None]) \
+        if drop_learned else None
     curve = train_population(model, f, N, seeds, protocol, log_steps=log_steps, until=until,
-                             progress=progress)
+                             drop=drop, progress=progress)
     with torch.no_grad():
         for p, saved in enumerate(snap):
             if saved is not None:

@@ -180,6 +180,71 @@ def test_learn_leaves_each_seed_at_its_first_passage():
         sb.learn(m, sb.MAJORITY, N, seeds, pr, criterion=1)
 
 
+def _population(arch, seeds, pr, N):
+    if arch == "recognizer":
+        return sb.init_population(seeds, pr)
+    return sb.control_population(arch, seeds, N=N, D=pr.D, L=pr.L, H=pr.H, eps=pr.eps,
+                                 init=pr.init, scale=pr.init_scale)
+
+
+# float32, the book's dtype: "the same" is number for number, not close. The no-LN case ends
+# with one seed training alone, where a vmapped population of one would round otherwise.
+@pytest.mark.parametrize("arch, f, N, seeds", [("recognizer", sb.MAJORITY, 7, range(6)),
+                                               ("no-LN", sb.MAJORITY, 9, range(8))])
+def test_dropping_learned_seeds_leaves_what_they_learn_number_for_number(arch, f, N, seeds):
+    pr, seeds = sb.Protocol(steps=300, batch=64), list(seeds)
+    checks = sb.eval_schedule(pr.steps, 5, 0.05)
+    runs, flats = [], []
+    for drop in (False, True):
+        m = _population(arch, seeds, pr, N)
+        runs.append(sb.learn(m, f, N, seeds, pr, criterion=0.99, n_test=512, checks=checks,
+                             log_steps=[pr.steps], drop_learned=drop))
+        flats.append(torch.cat([t.detach().reshape(len(seeds), -1) for t in m.parameters()], 1))
+    kept, dropped = runs
+    steps = kept["steps"]
+    assert all(s is not None for s in steps) and len(set(steps)) > 2, steps   # seeds finish apart
+    assert dropped["steps"] == steps and dropped["steps_run"] == kept["steps_run"]
+    assert torch.equal(flats[0], flats[1])
+    acc_k, acc_d = np.array(kept["eval_accuracy"]), np.array(dropped["eval_accuracy"])
+    for p, s in enumerate(steps):
+        i = kept["eval_steps"].index(s)
+        np.testing.assert_array_equal(acc_d[:i + 1, p], acc_k[:i + 1, p])
+        assert (acc_d[i:, p] == acc_d[i, p]).all()       # frozen at its first passage
+    # the curve of a seed ends at its first passage (the one window here is the whole run)
+    assert np.isfinite(dropped["curve"]).all() and dropped["curve"].shape == (1, len(seeds))
+
+
+def test_train_population_drop_freezes_the_dropped_models_and_trains_the_others_as_before():
+    pr, N, seeds = sb.Protocol(steps=20, batch=16), 5, [0, 1, 2, 3]     # the book's widths
+    a, b = (sb.init_population(seeds, pr) for _ in range(2))
+    theta0 = a.flat()
+    ca = sb.train_population(a, sb.MAJORITY, N, seeds, pr, log_every=5, progress=False)
+    at = {}
+
+    def drop(step):
+        if step in (6, 11):
+            at[step] = b.flat()
+            return [1, 3] if step == 6 else [0]
+        return []
+
+    cb = sb.train_population(b, sb.MAJORITY, N, seeds, pr, log_every=5, drop=drop,
+                             progress=False)
+    assert torch.equal(b.flat()[2], a.flat()[2]) and not torch.equal(a.flat()[2], theta0[2])
+    assert torch.equal(b.flat()[[1, 3]], at[6][[1, 3]])     # frozen where they were dropped
+    assert torch.equal(b.flat()[0], at[11][0])
+    np.testing.assert_array_equal(cb[:, 2], ca[:, 2])
+    assert np.isnan(cb[2:, [1, 3]]).all() and np.isfinite(cb[:2, [1, 3]]).all()
+    assert np.isnan(cb[3:, 0]).all() and np.isfinite(cb[:3, 0]).all()
+
+
+def test_drop_learned_refuses_the_gradient_signal():
+    pr, seeds = tiny(), [0, 1]
+    m = sb.init_population(seeds, pr)
+    with pytest.raises(ValueError, match="drop_learned"):
+        sb.learn(m, sb.MAJORITY, 5, seeds, pr, signal_steps=[2],
+                 signal_strings=sb.strings(5), drop_learned=True)
+
+
 def test_top_hessian_eigenvalue_matches_the_full_hessian():
     from torch.func import functional_call
     from torch.nn.attention import SDPBackend, sdpa_kernel

@@ -444,7 +444,8 @@ def dictator_one(c: dict) -> dict:
     try:
         model = init_population(seeds, pr, device=device())
         run = learn(model, f, N, seeds, pr, criterion=c["criterion"], n_test=c["n_test"],
-                    checks=eval_schedule(pr.steps, c["eval_every"], c["eval_growth"]))
+                    checks=eval_schedule(pr.steps, c["eval_every"], c["eval_growth"]),
+                    drop_learned=True)
         x = held_out_strings(N, c["probe"], seed=1)
         others = sorted({0, N // 2, N - 1} - {i - 1})
         with torch.no_grad():

@@ -66,11 +66,12 @@ def support_positions(kind: str, N: int) -> list:
 def support_configs(scale: str) -> list:
     """One configuration per (support, N) of ``SUPPORT_SIZES[scale]``: ``ch6.training``'s
     (:func:`~sensbook.experiments.ch6_training.configs`, no sharpness, basin or probe) with
-    ``support`` naming the positions (:func:`support_positions`)."""
+    ``support`` naming the positions (:func:`support_positions`); each seed stops at its
+    first passage (``drop_learned``)."""
     s, z = SIZES[check_scale(scale, "scale")], SUPPORT_SIZES[scale]
     base = configs(**{**s, "Ns": z["Ns"], "seeds": z["seeds"], "targets": ["SPARSE_PARITY_3"],
                       "sparse": None}, sharpness=None, basin=None, mechanism=None)
-    return [dict(c, support=k) for k in SUPPORTS for c in base]
+    return [dict(c, support=k, drop_learned=True) for k in SUPPORTS for c in base]
 
 
 def support_one(config: dict) -> dict:

@@ -145,7 +145,8 @@ def intervention_one(config: dict) -> dict:
         x = strings(N)
         before = _layer_norms(model, x, float(config["v_N"]))
         run = learn(model, f, N, seeds, pr, criterion=float(config["criterion"]),
-                    checks=eval_schedule(pr.steps, config["eval_every"], config["eval_growth"]))
+                    checks=eval_schedule(pr.steps, config["eval_every"], config["eval_growth"]),
+                    drop_learned=True)
         with torch.no_grad():
             T0 = scores(model, x)
             out = dict(steps=run["steps"], budget=pr.steps, accuracy={}, margin={}, agree={})

@@ -50,7 +50,9 @@ def run_config(config: dict, *, device=None, progress: bool = False,
     The accuracy is checked at :func:`eval_schedule` (``eval_every``, ``eval_growth``) on all
     2^N strings when N <= ``exhaustive_max``, else on ``n_test`` held-out uniform strings (the
     same ones at every check). Results (JSON-ready): ``steps`` (per seed, int or None),
-    ``budget``, ``steps_run``, the loss curve (``curve_steps``, ``curve``), the checked
+    ``budget``, ``steps_run``, the loss curve (``curve_steps``, ``curve``; with
+    ``drop_learned``, each seed stops training at its first passage and its curve then ends:
+    None), the checked
     accuracies (``eval_steps``, ``eval_accuracy``), ``accuracy_strings``, and
 
     * ``before`` / ``after``: per seed the sensitivity profile counts ``K`` (exhaustive up to
@@ -76,7 +78,11 @@ def run_config(config: dict, *, device=None, progress: bool = False,
       ``att_max``, ``att_where``, ``att_share``).
 
     An optional ``perturb`` = 1 moves every initial parameter one unit in the last place
-    before anything is measured (:func:`one_ulp`: training's own noise).
+    before anything is measured (:func:`one_ulp`: training's own noise). An optional
+    ``drop_learned`` = True stops each seed at its first passage
+    (:func:`sensbook.train.learn`): the same steps and trained models (number for number in
+    the book's widths), at the cost of the unfinished seeds only; the curve ends there. Not
+    with ``signal``.
     ``target_function`` (a :class:`sensbook.boolean.BooleanFunction`) is trained in place of
     ``target``'s (the sparse supports of ``ch6.supports``).
 
@@ -84,7 +90,7 @@ def run_config(config: dict, *, device=None, progress: bool = False,
     of one configuration store the same result, with the same checksum.
     """
     missing = [k for k in CONFIG_KEYS if k not in config]
-    unknown = sorted(set(config) - set(CONFIG_KEYS) - {"perturb"})
+    unknown = sorted(set(config) - set(CONFIG_KEYS) - {"perturb", "drop_learned"})
     if missing or unknown:
         raise ValueError(f"config is missing {missing} / has unknown keys {unknown}; "
                          f"expected exactly {list(CONFIG_KEYS)}")
@@ -163,7 +169,7 @@ def _steps_to_learn(config, N, f, seeds, pr, crit, dev, dtype, progress):
                 checks=eval_schedule(pr.steps, config["eval_every"], config["eval_growth"]),
                 signal_steps=curve_schedule(pr.steps, int(sig["points"])) if sig else None,
                 signal_strings=_sample(N, int(sig["max_strings"]), dtype) if sig else None,
-                signal_probe=probe,
+                signal_probe=probe, drop_learned=bool(config.get("drop_learned")),
                 progress=progress)
     done = run["steps_run"]
     after = _profiles(model, f, N, config, n_test)
@@ -179,7 +185,7 @@ def _steps_to_learn(config, N, f, seeds, pr, crit, dev, dtype, progress):
         "budget": pr.steps,
         "steps_run": done,
         "curve_steps": [s for s in log_steps if s < done] + [done],
-        "curve": run["curve"].tolist(),
+        "curve": [[None if math.isnan(v) else v for v in w] for w in run["curve"].tolist()],
         "eval_steps": run["eval_steps"],
         "eval_accuracy": run["eval_accuracy"],
         "accuracy_strings": 2**N if n_test is None else n_test,
@@ -286,7 +292,8 @@ def configs(Ns, seeds, budget, batch, lr, targets=TARGETS, sparse=None, long=Non
 def long_configs(scale: str) -> list:
     """The configurations of ``ch6.long``: FIRST and MAJORITY at each long N (odd, for
     MAJORITY) and layer-norm eps, and PARITY at the shortest of them (eps = 1e-5);
-    accuracy on held-out strings, profiles sampled, no sharpness or basin."""
+    accuracy on held-out strings, profiles sampled, no sharpness or basin; each seed stops
+    at its first passage (``drop_learned``: its steps are the same, its curve ends)."""
     s = SIZES[check_scale(scale, "scale")]
     lg = s["long"]
     ev = {**EVAL, "n_test": int(lg["n_test"]), "eval_every": 10, "eval_growth": 0.1,
@@ -295,7 +302,8 @@ def long_configs(scale: str) -> list:
     cells.append(("PARITY", min(lg["Ns"]), min(lg["eps"])))
     return [dict(target=t, N=int(N), seeds=list(range(int(lg["seeds"]))),
                  protocol=Protocol(steps=int(lg["budget"]), batch=int(s["batch"]),
-                                   lr=float(s["lr"]), eps=float(eps)).to_dict(), **ev)
+                                   lr=float(s["lr"]), eps=float(eps)).to_dict(), **ev,
+                 drop_learned=True)
             for t, N, eps in cells]
 
 
@@ -366,9 +374,10 @@ NOISE_SEEDS = 2
 def noise_configs(scale: str) -> list:
     """The configurations of ``ch6.noise``: ``ch6.training``'s main cells (:data:`TARGETS` at
     every N) with their first :data:`NOISE_SEEDS` seeds, ``perturb`` = 1, and no sharpness,
-    basin, signal or mechanism probes (training and its profiles only)."""
+    basin, signal or mechanism probes (training and its profiles only); each seed stops at
+    its first passage (``drop_learned``)."""
     return [dict(c, seeds=c["seeds"][:NOISE_SEEDS], perturb=1, sharpness=None, basin=None,
-                 signal=None, mechanism=None)
+                 signal=None, mechanism=None, drop_learned=True)
             for c in sweep(scale).configs if c["target"] in TARGETS]
 
 
@@ -392,7 +401,8 @@ def times(configs, results) -> list:
         row = dict(target=c["target"], name=r["name"], N=int(c["N"]), steps=t,
                    budget=int(r["budget"]), learned=int(np.isfinite(t).sum()),
                    seeds=len(t), steps_run=int(r["steps_run"]), eps=c["protocol"]["eps"],
-                   curve_steps=np.asarray(r["curve_steps"]), curve=np.asarray(r["curve"]))
+                   curve_steps=np.asarray(r["curve_steps"]),
+                   curve=np.asarray(r["curve"], dtype=float))           # None: NaN
         for when in ("before", "after"):
             K = np.asarray(r[when]["K"], dtype=float)
             row[when] = K / K.sum(1, keepdims=True)
@@ -760,7 +770,8 @@ def first_mechanism_one(config: dict) -> dict:
         model.mark_first = bool(config["mark_first"])
         n_test = None if N <= int(config["exhaustive_max"]) else int(config["n_test"])
         run = learn(model, f, N, seeds, pr, criterion=config["criterion"], n_test=n_test,
-                    checks=eval_schedule(pr.steps, config["eval_every"], config["eval_growth"]))
+                    checks=eval_schedule(pr.steps, config["eval_every"], config["eval_growth"]),
+                    drop_learned=True)
         x = held_out_strings(N, int(config["probe"]), seed=SAMPLE_SEED)
         with torch.no_grad():
             _, w = model.eos_attention(x)                       # (P, B, L, H, N+1)

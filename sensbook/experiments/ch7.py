@@ -154,7 +154,7 @@ def _train(config, dev):
     before = measure()
     run = learn(model, f, N, seeds, pr, criterion=float(config["criterion"]),
                 checks=eval_schedule(pr.steps, config["eval_every"], config["eval_growth"]),
-                log_steps=[pr.steps])
+                log_steps=[pr.steps], drop_learned=True)
     after = measure()
     return {"before": before, "after": after, "steps": run["steps"],
             "steps_run": run["steps_run"], "budget": pr.steps,

@@ -25,13 +25,14 @@ def rival_configs(scale: str) -> list:
     ``SIZES[scale]["rivals"]`` that ``ch6.training`` does not train already (ch6's protocol
     and budget, ``rivals["seeds"]`` seeds, no sharpness or basin), and ``ch6.training``'s
     PARITY cell at ``control_N`` trained again with the gradient-signal logging off (the
-    last)."""
+    last, its whole loss curve kept; the sparse cells stop each seed at its first passage,
+    ``drop_learned``)."""
     s = SIZES[check_scale(scale, "scale")]
     rv = s["rivals"]
     have = {(c["target"], c["N"]): c for c in sweep(scale).configs}
     cells = configs(**{**s, "targets": [], "sparse": rv, "seeds": rv["seeds"]},
                     sharpness=None, basin=None, mechanism=None)
-    return ([c for c in cells if (c["target"], c["N"]) not in have]
+    return ([dict(c, drop_learned=True) for c in cells if (c["target"], c["N"]) not in have]
             + [dict(have[("PARITY", rv["control_N"])], signal=None, sharpness=None, basin=None,
                     mechanism=None)])
 

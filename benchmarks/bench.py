@@ -9,6 +9,7 @@ Prints one table of figures measured in this run on this machine (CPU, and CUDA 
    functional forward of the same parameters on one string (no checks, no batching);
 2. sampled profiles at N = 256 and 1024: (strings x flips) evaluated per second;
 3. training a population: P = 16 seeds in one batched model vs one after another (Adam + MSE);
+3b. training until learned: each seed dropped at its first passage vs every seed to the last one's;
 4. every figure as a fraction of the float32 matrix-multiply rate measured in this run (the
    column "% of the matmul rate": the FLOPs of the standard forward pass, every layer at every
    position, times the items per second, over that rate; training counts 3 forwards per step),
@@ -413,6 +414,27 @@ def training(device, args, rows, rate, P=16, steps=20, N=10, D=64, L=4, batch=64
          f"{100 * P * steps * fl / together / rate:.0f}% (together)", f"x{one_by_one / together:,.1f}")
 
 
+def learning(device, args, rows, rate, N=17, seeds=8, budget=600):
+    """3b. ``sb.learn`` until every seed has learned or the budget is spent, the book's protocol
+    (a dictator on x_2, as ch3.dictators), with each seed dropped at its first passage
+    (``drop_learned``) against all seeds training to the last one's: the same steps, checked."""
+    f, pr = sb.Dictator(2), sb.Protocol(steps=budget, batch=64)
+    checks = sb.eval_schedule(budget, 10, 0.1)
+    out = {}
+    for drop in (False, True):
+        def run():
+            m = sb.init_population(list(range(seeds)), pr, device=device)
+            out[drop] = sb.learn(m, f, N, list(range(seeds)), pr, criterion=0.99, n_test=512,
+                                 checks=checks, drop_learned=drop)
+        out[drop, "t"] = timed(run, device, 1)
+    assert out[True]["steps"] == out[False]["steps"], (out[True]["steps"], out[False]["steps"])
+    steps = [s or budget for s in out[False]["steps"]]
+    emit(rows, f"3b. learn {f} N={N}, {seeds} seeds, budget {budget} (steps {min(steps)}-"
+         f"{max(steps)})", f"dropping learned seeds {out[True, 't']:.2f} s, keeping them "
+         f"{out[False, 't']:.2f} s", "(same steps)",
+         f"x{out[False, 't'] / out[True, 't']:,.2f} (work ratio {max(steps) * seeds / sum(steps):.2f})")
+
+
 def fourier(device, args, rows):
     sizes = [(16, 64), (20, 8), (24, 1 if device.type == "cpu" and not args.full else 4)]
     for N, P in sizes:
@@ -462,6 +484,7 @@ def main():
         sampled_bert(device, args, rows, rate)
         training(device, args, rows, rate)                       # the literature's size
         training(device, args, rows, rate, steps=40, D=16, L=2)   # a small model: overhead-bound
+        learning(device, args, rows, rate)
         fourier(device, args, rows)
         print("\n| item | measured | % of the matmul rate | ratio |\n|---|---|---|---|")
         for r in rows:

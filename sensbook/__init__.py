@@ -61,8 +61,8 @@ from .pages import STYLE, explore, html_table, text_table, use_style
 from .settings import SCALES, check_device, device, pick, progress, scale, set_scale
 from .settings import VERSION as __version__
 from .train import (Protocol, accuracy, curve_schedule, eval_schedule, gradient_signal,
-                    init_population, learn, min_margin, population_loss,
-                    top_hessian_eigenvalue, train_population)
+                    init_population, learn, min_margin, population_loss, train_population)
+from .sharpness import top_hessian_eigenvalue
 from .boolean import target as target_function
 from .volume import random_function_profiles
 from .volume import (Agreement, FunctionCensus, affine_class, agreement, basin_curve,

@@ -27,9 +27,9 @@ from ..profile import sensitivity_profile, truth_table
 from ..runtime.sweep import Sweep
 from ..settings import check_scale, device as device_
 from ..survival import fit_aft, heldout_loglik, kaplan_meier, logrank, profile_interval
+from ..sharpness import top_hessian_eigenvalue
 from ..train import (Protocol, _check_seeds, accuracy, curve_schedule, eval_schedule,
-                     held_out_strings, init_population, learn, min_margin, target,
-                     top_hessian_eigenvalue)
+                     held_out_strings, init_population, learn, min_margin, target)
 from ..volume import basin_curve, critical_sigma
 from . import Experiment, register
 
@@ -50,9 +50,8 @@ def run_config(config: dict, *, device=None, progress: bool = False,
     The accuracy is checked at :func:`eval_schedule` (``eval_every``, ``eval_growth``) on all
     2^N strings when N <= ``exhaustive_max``, else on ``n_test`` held-out uniform strings (the
     same ones at every check). Results (JSON-ready): ``steps`` (per seed, int or None),
-    ``budget``, ``steps_run``, the loss curve (``curve_steps``, ``curve``; with
-    ``drop_learned``, each seed stops training at its first passage and its curve then ends:
-    None), the checked
+    ``budget``, ``steps_run``, the loss curve (``curve_steps``, ``curve``; None where a
+    ``drop_learned`` seed has stopped), the checked
     accuracies (``eval_steps``, ``eval_accuracy``), ``accuracy_strings``, and
 
     * ``before`` / ``after``: per seed the sensitivity profile counts ``K`` (exhaustive up to
@@ -61,7 +60,7 @@ def run_config(config: dict, *, device=None, progress: bool = False,
       over the accuracy strings) and ``theta_norm`` (Euclidean norm of theta);
     * ``sharpness`` (if configured: ``n_strings``, ``iters``, ``tol``): per learned seed the
       top Hessian eigenvalue of the training loss on all strings or a fixed sample
-      (:func:`sensbook.train.top_hessian_eigenvalue`), None for censored seeds;
+      (:func:`sensbook.sharpness.top_hessian_eigenvalue`), None for censored seeds;
     * ``basin`` (if configured: ``sigmas``, ``copies``, ``n_strings``): per learned seed the
       mean agreement of ``copies`` uniformly perturbed copies with the trained model's own
       function, per sigma (:func:`sensbook.basin_curve`), and ``sigma99``, where it falls
@@ -78,11 +77,8 @@ def run_config(config: dict, *, device=None, progress: bool = False,
       ``att_max``, ``att_where``, ``att_share``).
 
     An optional ``perturb`` = 1 moves every initial parameter one unit in the last place
-    before anything is measured (:func:`one_ulp`: training's own noise). An optional
-    ``drop_learned`` = True stops each seed at its first passage
-    (:func:`sensbook.train.learn`): the same steps and trained models (number for number in
-    the book's widths), at the cost of the unfinished seeds only; the curve ends there. Not
-    with ``signal``.
+    before anything is measured (:func:`one_ulp`: training's own noise); ``drop_learned`` =
+    True stops each seed at its first passage (:func:`sensbook.train.learn`; the curve ends).
     ``target_function`` (a :class:`sensbook.boolean.BooleanFunction`) is trained in place of
     ``target``'s (the sparse supports of ``ch6.supports``).
 

@@ -248,8 +248,9 @@ def train_population(model: Recognizer, f: BooleanFunction, N: int, seeds,
         on. The others train as before (each model's batches come from its own generator,
         and every operation acts on each model alone), so a population that drops its
         finished models costs only what its unfinished ones do. In the book's widths (D = 16)
-        they train number for number as before on every kernel path (``tests/test_train.py``;
-        the population keeps at least two models: one alone takes other kernels); in other
+        they train number for number as before (measured on the default, avx2 and AVX-512
+        kernel paths; ``tests/test_train.py`` checks the machine's own; the population keeps
+        at least two models: one alone takes other kernels); in other
         shapes a smaller batch of models can take a kernel that rounds otherwise (at D = 8,
         the positional vectors' gradient), the difference another CPU makes.
     progress : bool

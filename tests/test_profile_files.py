@@ -366,7 +366,13 @@ def test_cli_never_throws_a_computed_profile_away(models, capsys, monkeypatch):
 
 def test_cli_ctrl_c_is_one_line_and_rc_130(models):
     env = dict(os.environ, PYTHONPATH=str(ROOT), SENSBOOK_PROGRESS="0", OMP_NUM_THREADS="1")
-    proc = subprocess.Popen([sys.executable, "-m", "sensbook.cli", "profile", "models:sleeps",
+    # a terminal's Ctrl-C: Python's own SIGINT handler, also where this suite runs under
+    # `nohup ... &` in a shell without job control, whose children start with SIGINT ignored
+    # (Python then never installs it)
+    start = ("import runpy, signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler);"
+             " sys.argv = ['sensbook'] + sys.argv[1:];"
+             " runpy.run_module('sensbook.cli', run_name='__main__')")
+    proc = subprocess.Popen([sys.executable, "-c", start, "profile", "models:sleeps",
                              "--N", "6", "--out", "p.json"], cwd=models, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 120

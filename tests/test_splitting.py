@@ -37,6 +37,50 @@ def test_a_equals_plain_monte_carlo_where_it_resolves_the_volume(D, N, f):
         res, k / n_mc)
 
 
+def test_a_on_parity_whose_min_score_has_dead_ends():
+    """PARITY at N = 2 in the chapter's small space (V about 1e-4, from 2e5 uniform points):
+    the score that counts wrong strings first gives runs that agree, and an interval that
+    overlaps Monte Carlo's."""
+    model = sb.Recognizer(1, 4, 1, 1, 4, dtype=torch.float64)
+    x = sb.strings(2, dtype=torch.float64)
+    score = recognition_score(model, x, sb.PARITY(x), margin=0.01)
+    res = subset_volume(score, model.M, n=400, runs=4, moves=10, n_max=400, seed=17)
+    g = torch.Generator().manual_seed(23)
+    k, n_mc = 0, 200_000
+    for _ in range(10):
+        k += int((score(torch.rand(n_mc // 10, model.M, generator=g, dtype=torch.float64)
+                        * 2 - 1) > 0).sum())
+    lo, hi = sb.wilson_interval(k, n_mc)
+    assert k >= 10 and res["mixed"] and res["levels"][0] >= 2, (k, res)
+    assert res["interval"][0] <= math.log(hi) and math.log(lo) <= res["interval"][1], (
+        res, k / n_mc)
+
+
+def test_the_recognition_score_is_positive_exactly_on_recognition_and_counts_wrong_strings():
+    """Against the margins computed here: S > 0 iff every s(x) T > xi; S = min margin there;
+    with k >= 1 wrong strings S lies in (-k - 1/2, -k] (so fewer wrong strings score higher);
+    a theta with an undefined output (all zero: LN_0 of 0) scores -inf."""
+    model = sb.Recognizer(1, 2, 1, 1, 2, dtype=torch.float64)
+    x = sb.strings(3, dtype=torch.float64)
+    y = sb.PARITY(x).bool()
+    score = recognition_score(model, x, y, margin=0.01)
+    g = torch.Generator().manual_seed(4)
+    th = torch.rand(4000, model.M, generator=g, dtype=torch.float64) * 2 - 1
+    th[0] = 0.0
+    S = score(th)
+    with torch.no_grad():
+        T = model.like(len(th)).set_flat(th)(x)
+    m = T * (y.double() * 2 - 1) - 0.01
+    k = (m <= 0).sum(-1)
+    ok = torch.isfinite(T).all(-1)
+    assert not ok[0] and S[0] == -math.inf and ok[1:].all()
+    assert torch.equal((S > 0)[ok], (m > 0).all(-1)[ok])
+    assert torch.equal(S[ok & (k == 0)], m.amin(-1)[ok & (k == 0)])
+    w = ok & (k > 0)
+    assert ((S[w] <= -k[w]) & (S[w] > -k[w] - 0.5)).all()
+    assert len(set(k[w].tolist())) >= 3           # several counts of wrong strings were seen
+
+
 @pytest.mark.parametrize("kind,M,a,exact", [
     ("cube", 30, 0.1, 30 * math.log(0.1)),                   # product of intervals: 1e-30
     ("cube", 12, 0.3, 12 * math.log(0.3)),

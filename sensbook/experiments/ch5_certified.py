@@ -231,8 +231,8 @@ def vol_sizes(scale: str) -> dict:
     ``max_levels * log(0.1)`` nats) within a few lengths: beyond them only an upper bound
     (the floor) comes back, so they stop earlier."""
     return pick(scale,
-                ci=dict(Ns=[2, 3, 4], hard=[2, 3], MAJORITY=[3, 5, 7], n=100, runs=3, moves=6,
-                        max_levels=15, n_max=200),
+                ci=dict(Ns=[2, 3, 4], hard=[2, 3], MAJORITY=[3, 5, 7], n=200, runs=3, moves=6,
+                        max_levels=15, n_max=400),
                 book=dict(Ns=[2, 3, 4, 5, 6], hard=[2, 3, 4], MAJORITY=[3, 5, 7], n=200,
                           runs=4, moves=10, max_levels=20, n_max=400),
                 paper=dict(Ns=list(range(2, 13)), hard=list(range(2, 9)),

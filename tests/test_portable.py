@@ -29,6 +29,18 @@ def test_the_paths_offered_are_the_ones_torch_runs():
     assert len(stores) == len(have)
 
 
+def test_a_path_whose_kernels_die_is_not_offered(monkeypatch):
+    """A path torch reports but cannot run (avx512 on an AVX2-only CPU: an illegal
+    instruction at the first softmax) is not offered; here the probe is made to die as that
+    one does, by a signal, under one path."""
+    probe = portable.PROBE
+    monkeypatch.setattr(portable, "PROBE", "import os, signal\n"
+                        "if os.environ['ATEN_CPU_CAPABILITY'] == 'default':\n"
+                        "    os.kill(os.getpid(), signal.SIGILL)\n" + probe)
+    assert portable.capability(portable.env_for("default", "ci")) is None
+    assert "default" not in portable.offered("ci")
+
+
 @pytest.mark.parametrize("args, message", [(["--paths", "sse9"], "not offered here"),
                                            (["--chapters", "ch99_none"], "no book/ch99_none.md")])
 def test_bad_arguments_are_named(args, message, capsys):

@@ -45,17 +45,24 @@ def env_for(path: str, scale: str) -> dict:
     return env
 
 
-def capability(env: dict | None = None) -> str:
-    """The kernel path torch runs under ``env`` (lower case: default, avx2, avx512, ...)."""
-    out = subprocess.run([sys.executable, "-c", "import torch; "
-                          "print(torch.backends.cpu.get_cpu_capability())"],
-                         env=env, capture_output=True, text=True, check=True)
-    return out.stdout.strip().lower()
+#: Runs vector kernels (softmax, exp, a matmul), then prints the path torch reports.
+PROBE = ("import torch; x = torch.randn(64, 64); torch.softmax(x, 0).sum(); "
+         "torch.exp(x.double()).sum(); (x @ x).sum(); "
+         "print(torch.backends.cpu.get_cpu_capability())")
+
+
+def capability(env: dict | None = None) -> str | None:
+    """The kernel path torch runs under ``env`` (lower case: default, avx2, avx512, ...), or
+    None where torch dies running vector kernels there. torch 2.13 reports ``avx512`` when
+    asked for it on an AVX2-only CPU (an AMD EPYC), then stops at its first softmax with an
+    illegal instruction: so the probe runs kernels before it asks."""
+    out = subprocess.run([sys.executable, "-c", PROBE], env=env, capture_output=True, text=True)
+    return out.stdout.strip().lower() if out.returncode == 0 else None
 
 
 def offered(scale: str) -> list:
-    """The kernel paths this machine offers: those torch reports back when asked for them (a
-    path the CPU lacks falls back to a lower one)."""
+    """The kernel paths this machine offers: those torch runs and reports back when asked for
+    them (a path the CPU lacks falls back to a lower one, or dies: not offered)."""
     return [p for p in PATHS if capability(env_for(p, scale)) == p]
 
 

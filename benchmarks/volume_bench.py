@@ -143,21 +143,17 @@ def main():
                 v, c = nested(score, M, j, nlive=200 if a.quick else 400, walks=20, dynesty=dynesty)
                 secs.append(time.process_time() - t0); est.append(v); calls.append(c)
             rows["nested"] = (est, secs, calls)
-        est, secs, calls = [], [], []
-        for j in range(a.reps):
-            t0 = time.process_time()
-            r = subset_volume(score, M, n=500, runs=4, moves=10, seed=100 * j)
-            secs.append(time.process_time() - t0); est.append(r["log_volume"])
-            calls.append(r["evaluations"])
-        rows["subset"] = (est, secs, calls)
-        if worst is not None:              # the same estimator on the worst margin alone
+        # the estimator on the package's score, and on the worst margin alone where given
+        for meth, f in (("subset", score), ("subset-min", worst)):
+            if f is None:
+                continue
             est, secs, calls = [], [], []
             for j in range(a.reps):
                 t0 = time.process_time()
-                r = subset_volume(worst, M, n=500, runs=4, moves=10, seed=100 * j)
+                r = subset_volume(f, M, n=500, runs=4, moves=10, seed=100 * j)
                 secs.append(time.process_time() - t0); est.append(r["log_volume"])
                 calls.append(r["evaluations"])
-            rows["subset-min"] = (est, secs, calls)
+            rows[meth] = (est, secs, calls)
         budget = max(np.mean(v[1]) for v in rows.values())
         t0 = time.process_time()
         mc(score, M, 20_000, 0)

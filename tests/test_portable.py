@@ -41,6 +41,15 @@ def test_a_path_whose_kernels_die_is_not_offered(monkeypatch):
     assert "default" not in portable.offered("ci")
 
 
+def test_a_torch_that_dies_on_its_own_path_is_an_error_not_a_pass(monkeypatch, capsys):
+    """Every path's probe dying (a broken torch) must not leave portable-ci checking no path
+    and passing."""
+    monkeypatch.setattr(portable, "PROBE", "import os, signal; os.kill(os.getpid(), signal.SIGILL)")
+    with pytest.raises(SystemExit):
+        portable.main(["--scale", "ci", "--chapters", "ch1_sensitivity"])
+    assert "even on its own path" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("args, message", [(["--paths", "sse9"], "not offered here"),
                                            (["--chapters", "ch99_none"], "no book/ch99_none.md")])
 def test_bad_arguments_are_named(args, message, capsys):

@@ -105,12 +105,15 @@ def main(argv=None) -> int:
     missing = [c for c in chapters if not (ROOT / "book" / f"{c}.md").is_file()]
     if missing:
         ap.error(f"--chapters: no book/{missing[0]}.md")
+    native = capability(dict(os.environ, ATEN_CPU_CAPABILITY=""))
+    if native is None:              # torch dies on its own path: nothing here can be checked
+        ap.error("torch cannot run its kernels on this machine even on its own path "
+                 f"(the probe {PROBE!r} failed): no path to check the chapters on")
     have = offered(a.scale)
     paths = have if a.paths is None else [p.strip() for p in a.paths.split(",")]
     bad = [p for p in paths if p not in have]
     if bad:
         ap.error(f"--paths: {bad[0]!r} is not offered here (offered: {', '.join(have)})")
-    native = capability(dict(os.environ, ATEN_CPU_CAPABILITY=""))
     if a.skip_native:
         paths = [p for p in paths if p != native]
     print(f"kernel paths offered here: {', '.join(have)} (torch's own: {native}); running "

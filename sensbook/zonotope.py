@@ -40,7 +40,23 @@ zonotope domain of Singh et al. 2018), each a lemma that holds for every point o
   **uncertifiable**, as in :mod:`sensbook.certify`;
 * **the last layer norm and the read-out** together: :math:`T - \omega = \sqrt D\,
   (w \cdot c) / \lVert (c, \kappa) \rVert` is a product of two forms over a positive
-  scalar, so its sign is decided by the form :math:`w \cdot c` alone (:func:`_readout`).
+  scalar, so its sign is decided by the form :math:`w \cdot c` alone, and the ratio is
+  bounded with the first order that :math:`w \cdot c` and the norm share
+  (:func:`_readout`, :func:`_ratio_lo`).
+
+Three devices keep the remainders from compounding from layer to layer (the book's; what
+each gains is measured in ``benchmarks/zonotope_bench.py``):
+
+* **fresh symbols**: after each attention, layer norm and feed-forward block the error term
+  becomes generators of new noise symbols, one per entry of the stream (:meth:`Affine.fresh`:
+  a box is a zonotope, so this is exact). Later linear maps then act on it with their signs,
+  :math:`|w^\top A| e` instead of :math:`|w|^\top |A| e`;
+* **balls**: a layer norm's Taylor remainder is bounded in l2 norm, so it enters as D new
+  symbols per vector constrained to a unit ball (``_BALLS``), not as the same bound on each
+  of the D coordinates (a box :math:`\sqrt D` times wider). A ball's extent along a row g is
+  :math:`\lVert g \rVert_2` (:func:`_extent`);
+* **a Gram bound** on :math:`\max \lVert G \epsilon \rVert` at the last layer's norms
+  (one vector per string there, :func:`_cube_norm`).
 
 The remainders are second order in r, so at small radius the bound is
 :math:`T(\theta_0) - \sum_i |\partial_i T(\theta_0)|\, r_i - O(r^2)`: the first-order
@@ -55,157 +71,12 @@ import math
 
 import torch
 
+from .affine import (_BALLS, Affine, _cube_norm, _extent, _pad, _same, _vector_extent, exp,
+                     mul, _matmul, reciprocal, relu, rsqrt, square, tighten)
 from .certify import Bounds, _checked, _radius, certify, output_bounds
 from .model import EOS, Recognizer, positional_features
 
 __all__ = ["Affine", "affine_bounds", "tight_bounds", "grow_box"]
-
-
-class Affine:
-    r"""An affine form :math:`c + G \epsilon + [-e, e]` per entry, :math:`\epsilon \in [-1, 1]^M`.
-
-    Parameters
-    ----------
-    c : torch.Tensor
-        The centre, shape X.
-    G : torch.Tensor
-        The generators, shape X + (M,).
-    e : torch.Tensor
-        The error half-width (>= 0), shape X.
-    """
-
-    def __init__(self, c, G, e):
-        self.c, self.G, self.e = c, G, e
-
-    def rad(self):
-        """R = sum_i |G_i| + e: the form lies in [c - R, c + R]."""
-        return self.G.abs().sum(-1) + self.e
-
-    def bounds(self):
-        """(lo, hi) of the form over the box."""
-        R = self.rad()
-        return self.c - R, self.c + R
-
-    def __add__(self, o):
-        a, b = _same(self.G, o.G)
-        return Affine(self.c + o.c, a + b, self.e + o.e)
-
-    def shift(self, t):
-        """z + t for a constant t (exact)."""
-        return Affine(self.c + t, self.G, self.e)
-
-    def map(self, fn):
-        """A reshaping or indexing ``fn`` of the entries (exact), written with negative axes and
-        ``...`` (the generators carry M in front of X while it acts)."""
-        return Affine(fn(self.c), _gmap(fn, self.G), fn(self.e))
-
-    def linear(self, A):
-        """z @ A along the last axis, A a constant (Din, Dout) matrix (exact)."""
-        return Affine(self.c @ A, (self.G.transpose(-1, -2) @ A).transpose(-1, -2),
-                      self.e @ A.abs())
-
-    def sum(self, dim):
-        """Sum over an axis of X (dim < 0 counts from the end of X)."""
-        return Affine(self.c.sum(dim), self.G.sum(dim - 1), self.e.sum(dim))
-
-    def scale(self, k):
-        """k z for a constant k broadcast over X (exact)."""
-        return Affine(self.c * k, self.G * k.unsqueeze(-1) if isinstance(k, torch.Tensor)
-                      else self.G * k, self.e * (k.abs() if isinstance(k, torch.Tensor)
-                                                 else abs(k)))
-
-
-def _pad(G, m):
-    """G with its generators widened to the first m noise symbols (zeros appended)."""
-    return G if G.shape[-1] >= m else torch.nn.functional.pad(G, (0, m - G.shape[-1]))
-
-
-def _same(a, b):
-    """Two generator tensors widened to the same number of symbols."""
-    m = max(a.shape[-1], b.shape[-1])
-    return _pad(a, m), _pad(b, m)
-
-
-def _gmap(fn, G):
-    """Apply an entry map ``fn`` written for X to the generators X + (M,)."""
-    return fn(G.movedim(-1, 0)).movedim(0, -1)
-
-
-def mul(a: Affine, b: Affine) -> Affine:
-    r"""The product of two forms, entrywise (broadcast): :math:`|\delta_a \delta_b| \le R_a R_b`."""
-    Ga, Gb = _same(a.G, b.G)
-    G = a.c.unsqueeze(-1) * Gb + b.c.unsqueeze(-1) * Ga
-    e = a.c.abs() * b.e + b.c.abs() * a.e + a.rad() * b.rad()
-    return Affine(a.c * b.c, G, e)
-
-
-def _matmul(a: Affine, b: Affine, spec: str) -> Affine:
-    r"""A contraction of two forms (einsum ``spec`` on the entries, e.g. q k^T or p v): the
-    product rule summed, :math:`\sum |\delta_a \delta_b| \le \sum R_a R_b`."""
-    ins, out = spec.split("->")
-    sa, sb = ins.split(",")
-    Ga, Gb = _same(a.G, b.G)
-    G = (torch.einsum(f"{sa},{sb}m->{out}m", a.c, Gb)
-         + torch.einsum(f"{sa}m,{sb}->{out}m", Ga, b.c))
-    e = (torch.einsum(spec, a.c.abs(), b.e) + torch.einsum(spec, a.e, b.c.abs())
-         + torch.einsum(spec, a.rad(), b.rad()))
-    return Affine(torch.einsum(spec, a.c, b.c), G, e)
-
-
-def _convex(z: Affine, f, df, d2f_max, floor=None) -> Affine:
-    """f(z) for a convex f with f'' >= 0: Taylor at c, the remainder in [0, K R^2 / 2], K the
-    largest f'' between c and every value z takes; ``floor`` (optional) is a lower bound on
-    those values known otherwise, which narrows the range K is taken over."""
-    R = z.rad()
-    lo = z.c - R if floor is None else torch.maximum(z.c - R, floor)
-    lo = torch.minimum(lo, z.c)
-    k = d2f_max(lo, z.c + R) * R * R / 4
-    g = df(z.c)
-    return Affine(f(z.c) + k, z.G * g.unsqueeze(-1), z.e * g.abs() + k)
-
-
-def exp(z: Affine) -> Affine:
-    """exp of a form (K = exp(upper end))."""
-    return _convex(z, torch.exp, torch.exp, lambda lo, hi: torch.exp(hi))
-
-
-def reciprocal(z: Affine, floor) -> Affine:
-    """1 / z where every value is >= ``floor`` > 0 and c > 0 (K = 2 / lo^3); entries where
-    that fails are the caller's to mark."""
-    return _convex(z, lambda v: 1 / v, lambda v: -1 / (v * v), lambda lo, hi: 2 / lo ** 3,
-                   floor)
-
-
-def rsqrt(z: Affine, floor) -> Affine:
-    """z^(-1/2) where every value is >= ``floor`` > 0 and c > 0 (K = 3/4 lo^(-5/2))."""
-    return _convex(z, torch.rsqrt, lambda v: -0.5 * v ** -1.5,
-                   lambda lo, hi: 0.75 * lo ** -2.5, floor)
-
-
-def square(z: Affine) -> Affine:
-    """z^2 (K = 2): c^2 + 2 c (z - c) + [0, R^2]."""
-    return _convex(z, lambda v: v * v, lambda v: 2 * v, lambda lo, hi: torch.full_like(lo, 2.0))
-
-
-def relu(z: Affine) -> Affine:
-    """ReLU by the chord on [l, u] where it straddles 0 (identity above, 0 below)."""
-    lo, hi = z.bounds()
-    lam = torch.where(lo >= 0, torch.ones_like(lo),
-                      torch.where(hi <= 0, torch.zeros_like(lo), hi / (hi - lo)))
-    mu = torch.where((lo < 0) & (hi > 0), -lam * lo / 2, torch.zeros_like(lo))
-    return Affine(z.c * lam + mu, z.G * lam.unsqueeze(-1), z.e * lam + mu)
-
-
-def tighten(z: Affine, lo, hi, factor: float = 1.0) -> Affine:
-    """Of two enclosures of the same quantity, entrywise: the interval [lo, hi] as a form
-    without generators where its half-width is below ``factor`` times the form's range, else
-    the form. Both enclose every value, so either is sound; the form keeps the first-order
-    dependence on the parameters, so it is given up only where the interval is much narrower
-    (``factor`` < 1: a saturated softmax)."""
-    keep = z.rad() * factor <= (hi - lo) / 2
-    return Affine(torch.where(keep, z.c, (lo + hi) / 2),
-                  torch.where(keep.unsqueeze(-1), z.G, 0.0),
-                  torch.where(keep, z.e, (hi - lo) / 2))
 
 
 class _Params:
@@ -262,11 +133,13 @@ def _layer_norm_parts(cen: Affine, eps):
     return mul(cen, inv), bad
 
 
-def _norm_range(cen: Affine, eps):
-    r"""Over the box, of the centred form c (X + (D,)): (n0, rho, nlo, nhi, u0) with
+def _norm_range(cen: Affine, eps, gram: bool = False):
+    r"""Over the box, of the centred form c (X + (D,)): (n0, rho, nlo, nhi, u0, dev) with
     :math:`n_0 = \lVert (c_0, \kappa) \rVert`, :math:`\kappa^2 = D\varepsilon`, rho a bound
     on :math:`\lVert h \rVert`, :math:`h = c - c_0` (the smaller of :math:`\lVert R \rVert_2`
-    and :math:`\sum_i \lVert G_i \rVert_2 + \lVert e \rVert_2`), and bounds
+    and :func:`_vector_extent` + :math:`\lVert e \rVert_2`; with ``gram`` also
+    :func:`_cube_norm` + :math:`\lVert e \rVert_2`), dev the largest
+    :math:`|u_0 \cdot h|`, :math:`u_0 = c_0 / n_0`, and bounds
     :math:`n_{lo} \le \lVert (c, \kappa) \rVert \le n_{hi}`:
     :math:`\lVert (c, \kappa) \rVert \ge u_0 \cdot c + \kappa^2 / n_0 = n_0 + u_0 \cdot h`
     (Cauchy-Schwarz with the unit vector :math:`(c_0, \kappa) / n_0`, whose least value over
@@ -276,16 +149,34 @@ def _norm_range(cen: Affine, eps):
     c0 = cen.c
     n0 = (c0.square().sum(-1) + D * eps).sqrt()
     rho = torch.minimum(cen.rad().square().sum(-1).sqrt(),
-                        cen.G.square().sum(-2).sqrt().sum(-1) + cen.e.square().sum(-1).sqrt())
+                        _vector_extent(cen.G) + cen.e.square().sum(-1).sqrt())
+    if gram:
+        rho = torch.minimum(rho, _cube_norm(cen.G) + cen.e.square().sum(-1).sqrt())
     u0 = torch.where((n0 > 0).unsqueeze(-1), c0 / n0.clamp_min(1e-300).unsqueeze(-1), 0.0)
     # the largest |u0 . h| over the box: its generators exactly, its error terms by |u0|
-    dev = torch.einsum("...j,...jm->...m", u0, cen.G).abs().sum(-1) + (u0.abs() * cen.e).sum(-1)
+    dev = _extent(torch.einsum("...j,...jm->...m", u0, cen.G)) + (u0.abs() * cen.e).sum(-1)
     nlo = torch.maximum(torch.maximum(n0 - rho, n0 - dev), torch.full_like(n0, math.sqrt(D * eps)))
     nhi = torch.minimum(n0 + rho, (n0 * n0 + 2 * n0 * dev + rho * rho).sqrt())
-    return n0, rho, nlo, nhi, u0
+    return n0, rho, nlo, nhi, u0, dev
 
 
-def _layer_norm_direct(cen: Affine, eps):
+def _remainder_weight(n0, b, nlo):
+    r""":math:`\int_0^1 (1 - s) / n(s)^2\, ds` bounded above, for a norm along the segment
+    with :math:`n(s) \ge n_0 - s b` and :math:`n(s) \ge n_{lo} > 0`: where
+    :math:`n_0 - b > 0` it is at most :math:`(\log(n_0 / (n_0 - b)) - b / n_0) / b^2`
+    (the integral itself; its limit 1 / (2 n_0^2) as b -> 0), and always at most
+    :math:`1 / (2 n_{lo}^2)`."""
+    nb = n0 - b
+    ok = nb > 0
+    tiny = b <= 1e-6 * n0
+    safe_b = torch.where(ok & ~tiny, b, 1.0)
+    exact = (torch.log(n0 / torch.where(ok, nb, 1.0)) - safe_b / n0.clamp_min(1e-300)) / safe_b ** 2
+    exact = torch.where(tiny, 0.5 / torch.where(ok, nb, 1.0) ** 2, exact)
+    exact = torch.where(ok, exact, torch.inf)
+    return torch.minimum(exact, 0.5 / nlo.clamp_min(1e-300).square())
+
+
+def _layer_norm_direct(cen: Affine, eps, ball: int | None = None, gram: bool = False):
     r"""(LN_eps, bad) of the centred form ``cen`` = c as one map (the book's lemma, from the
     module docstring's layer-norm rule; its constant is checked against brute force in
     ``tests/test_zonotope.py``): with :math:`\kappa^2 = D\varepsilon`,
@@ -294,15 +185,19 @@ def _layer_norm_direct(cen: Affine, eps):
     centre is :math:`(I - u_0 u_0^\top) / n_0`, :math:`n_0 = \lVert (c_0, \kappa) \rVert`,
     and its second derivative obeys :math:`\lVert D^2 u(c)[h, h] \rVert \le (2/\sqrt 3)
     \lVert h \rVert^2 / \lVert (c, \kappa) \rVert^2` (the maximum over the angle of h to
-    c of :math:`\sqrt{(1 - a^2)(1 + 3 a^2)}`), so where :math:`\lVert (c, \kappa) \rVert \ge
-    n_{lo} > 0` on the whole box and :math:`\lVert c - c_0 \rVert \le \rho`
-    (:func:`_norm_range`), Taylor's integral remainder has norm at most
-    :math:`\rho^2 / (\sqrt 3\, n_{lo}^2)`, a bound on every coordinate. bad (X[:-1]) marks
-    positions where :math:`n_{lo} \le 0` (at eps = 0 some theta of the box may have LN_0
-    undefined there)."""
+    c of :math:`\sqrt{(1 - a^2)(1 + 3 a^2)}`). Along the segment
+    :math:`\lVert (c_0 + s h, \kappa) \rVert \ge n_0 - s \min(\rho, \mathrm{dev})`
+    (Cauchy-Schwarz with :math:`u_0`; :func:`_norm_range`), so Taylor's integral remainder
+    :math:`\int_0^1 (1 - s) D^2 u[h, h]\, ds` has norm at most
+    :math:`(2/\sqrt 3) \rho^2` times :func:`_remainder_weight`, at most
+    :math:`\rho^2 / (\sqrt 3\, n_{lo}^2)`. That bounds the remainder vector's l2 norm: with
+    ``ball`` (the first symbol free for new ones) it is kept as a ball of D new symbols per
+    vector (registered in ``_BALLS``), else as the same bound on every coordinate. bad (X[:-1])
+    marks positions where :math:`n_{lo} \le 0` (at eps = 0 some theta of the box may have
+    LN_0 undefined there). ``gram``: :func:`_norm_range`'s Gram bound on rho."""
     D = cen.c.shape[-1]
     c0 = cen.c
-    n0, rho, nlo, _, u0 = _norm_range(cen, eps)
+    n0, rho, nlo, _, u0, dev = _norm_range(cen, eps, gram)
     bad = ~(nlo > 0)
     n = torch.where(bad, 1.0, n0).unsqueeze(-1)
     u0 = torch.where(bad.unsqueeze(-1), 0.0, u0)                          # X
@@ -310,25 +205,41 @@ def _layer_norm_direct(cen: Affine, eps):
     J = k.unsqueeze(-1) * (torch.eye(D, dtype=c0.dtype, device=c0.device)
                            - u0.unsqueeze(-1) * u0.unsqueeze(-2))         # X + (D,)
     G = torch.einsum("...jk,...km->...jm", J, cen.G)
-    rem = math.sqrt(D) * rho.square() / (math.sqrt(3) * nlo.clamp_min(1e-300).square())
-    e = torch.einsum("...jk,...k->...j", J.abs(), cen.e) + torch.where(bad, 0.0, rem).unsqueeze(-1)
+    rem = math.sqrt(D) * 2 / math.sqrt(3) * rho.square() * _remainder_weight(
+        n0, torch.minimum(rho, dev), nlo)
+    rem = torch.where(bad, 0.0, rem)
+    e = torch.einsum("...jk,...k->...j", J.abs(), cen.e)
+    if ball is None:
+        e = e + rem.unsqueeze(-1)
+    else:                      # vector v's remainder: rem_v times D new symbols in a ball
+        X, n = cen.c.shape, cen.c[0].numel() // D
+        G = _pad(G, max(ball, G.shape[-1]))
+        start = G.shape[-1]
+        eye = torch.eye(D, dtype=G.dtype, device=G.device)
+        blk = torch.zeros(X[0], n, D, n, D, dtype=G.dtype, device=G.device)
+        v = torch.arange(n, device=G.device)
+        blk[:, v, :, v, :] = rem.reshape(X[0], n).T[..., None, None] * eye
+        G = torch.cat([G, blk.reshape(*X, n * D)], -1)
+        _BALLS.set(_BALLS.get() + ((start, n, D),))
     out = Affine(math.sqrt(D) * u0, torch.where(bad[..., None, None], 0.0, G),
                  torch.where(bad.unsqueeze(-1), 0.0, e))
     return out, bad
 
 
-def _layer_norm(d: Affine, eps, cen: Affine | None = None):
+def _layer_norm(d: Affine, eps, cen: Affine | None = None, ball: int | None = None,
+                gram: bool = False):
     r"""(LN_eps(d), bad): per entry the narrower of :func:`_layer_norm_direct`'s and
     :func:`_layer_norm_parts`' forms (each entry's form holds for every theta of the box,
     whichever rule made it), then the interval :math:`[-\sqrt D, \sqrt D]` where narrower;
     bad where neither rule knows the norm positive. ``cen``: d already centred."""
     D = d.c.shape[-1]
     cen = _centred(d) if cen is None else cen
-    out, bad = _layer_norm_direct(cen, eps)
+    out, bad = _layer_norm_direct(cen, eps, ball, gram)
     c0 = out.c
     parts, bad2 = _layer_norm_parts(cen, eps)
     take = (bad & ~bad2).unsqueeze(-1) | (~bad2.unsqueeze(-1) & (parts.rad() < out.rad()))
-    out = Affine(torch.where(take, parts.c, out.c), torch.where(take.unsqueeze(-1), parts.G, out.G),
+    pG, oG = _same(parts.G, out.G)
+    out = Affine(torch.where(take, parts.c, out.c), torch.where(take.unsqueeze(-1), pG, oG),
                  torch.where(take, parts.e, out.e))
     # every coordinate of LN lies in [-sqrt(D), sqrt(D)] (|c_j| <= |c|): where that is narrower
     return (tighten(out, torch.full_like(c0, -math.sqrt(D)), torch.full_like(c0, math.sqrt(D))),
@@ -377,8 +288,10 @@ def _readout(d: Affine, P, eps):
     \kappa) \rVert \le n_{hi}` over the box (:func:`_norm_range`), and symmetrically above. The sign of :math:`T - \omega` is then decided by the form a alone,
     without the layer norm's remainder; and where :math:`a_{lo} > 0` (or :math:`a_{hi} < 0`)
     c is never 0 in the box, so :math:`\mathrm{LN}_0` is defined there even when
-    :math:`\rho \ge n_0`. The bounds through :func:`_layer_norm` are intersected with
-    these."""
+    :math:`\rho \ge n_0`. Third, the ratio itself (:func:`_ratio_lo`), where a and the norm
+    share their first order :math:`t = u_0 \cdot h`, for a and for
+    :math:`a_0 = w_0 \cdot c` with :math:`|\delta w \cdot c| / n \le \lVert r_w \rVert`
+    (no second-order term). The three bounds are intersected (each holds on the box)."""
     D = d.c.shape[-1]
     w0, rw, iw = P.p["w"]
     om0, rom, iom = P.p["omega"]
@@ -396,20 +309,71 @@ def _readout(d: Affine, P, eps):
     a = _param_affine(cen, (w0[:, None], rw[:, None], iw), (zero, zero, iom),
                       P.M).map(lambda t: t[..., 0])
     alo, ahi = (t * math.sqrt(D) for t in a.bounds())
-    _, _, nlo, nhi, _ = _norm_range(cen, eps)
+    n0, rho, nlo, nhi, u0, _ = _norm_range(cen, eps, gram=True)
     lo2 = torch.where(alo >= 0, alo / nhi, alo / nlo) + (om0 - rom)
     hi2 = torch.where(ahi <= 0, ahi / nhi, ahi / nlo) + (om0 + rom)
     defined = (nlo > 0) | (alo > 0) | (ahi < 0)
     lo2 = torch.where(defined & ~torch.isnan(lo2), lo2, -torch.inf)
     hi2 = torch.where(defined & ~torch.isnan(hi2), hi2, torch.inf)
-    return torch.maximum(lo1, lo2), torch.minimum(hi1, hi2), bad_ln & ~defined
+    # the ratio: a and n move together (t = u0 . h), n0 + t <= n <= n0 + t + rho^2 / 2 n0
+    t = Affine(torch.zeros_like(n0), torch.einsum("...j,...jm->...m", u0, cen.G),
+               (u0.abs() * cen.e).sum(-1))
+    q = rho * rho / (2 * n0.clamp_min(1e-300))
+    W = float((w0.abs() + rw).square().sum().sqrt())                 # |a / n| <= ||w|| <= W
+    pos = nlo > 0
+    a0 = cen.linear(w0[:, None]).map(lambda t: t[..., 0])        # |(w - w0) . c| / n <= ||r_w||
+    rwn = float(rw.square().sum().sqrt())
+    Ga, Ga0 = _same(a.G, a0.G)
+    four = Affine(torch.stack([a.c, a0.c, -a.c, -a0.c]), torch.stack([Ga, Ga0, -Ga, -Ga0]),
+                  torch.stack([a.e, a0.e, a.e, a0.e]))
+    r4 = _ratio_lo(four, t, n0, q, W) - torch.tensor([0.0, rwn, 0.0, rwn],
+                                                      dtype=n0.dtype, device=n0.device)[:, None]
+    lo3, hi3 = torch.maximum(r4[0], r4[1]), -torch.maximum(r4[2], r4[3])
+    lo3, hi3 = torch.where(pos, lo3, -torch.inf), torch.where(pos, hi3, torch.inf)
+    lo3, hi3 = math.sqrt(D) * lo3 + (om0 - rom), math.sqrt(D) * hi3 + (om0 + rom)
+    return (torch.maximum(torch.maximum(lo1, lo2), lo3),
+            torch.minimum(torch.minimum(hi1, hi2), hi3), bad_ln & ~defined)
+
+
+def _ratio_lo(a: Affine, t: Affine, n0, q, W: float, points: int = 32, rounds: int = 3):
+    r"""A lower bound on :math:`a / n` over the box, n the norm :math:`\lVert (c, \kappa)
+    \rVert > 0` with :math:`n_0 + t \le n \le n_0 + t + q` (t the form :math:`u_0 \cdot h`,
+    :math:`q = \rho^2 / 2 n_0`; the upper end because :math:`(n_0 + t + \lVert h \rVert^2 /
+    2 n_0)^2 - n^2 = (t + \lVert h \rVert^2 / 2 n_0)^2 \ge 0`) and :math:`|a / n| \le W`.
+    For every m, :math:`a - m n \ge F(m) = \min [a - m (n_0 + t)] - \max(m, 0)\, q`, the
+    least value of one affine form, so :math:`a / n \ge m` wherever F(m) >= 0. F is concave
+    (minus convex functions of m), so the m with F(m) >= 0 form an interval; its upper
+    end is found on a grid of ``points`` over [-W, W], refined ``rounds`` times between the
+    last point found and the next (-inf where no point has F(m) >= 0). Unlike
+    :math:`a_{lo} / n_{hi}` it keeps what a and n share: a radial move of c changes neither
+    a / n nor the bound's first order. The extent of a form is :func:`_extent` (balls)."""
+    Ga, Gt = _same(a.G, t.G)
+
+    def F(m):
+        g = _extent(Ga - m.unsqueeze(-1) * Gt)
+        return a.c - m * n0 - g - a.e - m.abs() * t.e - m.clamp_min(0) * q
+
+    best = torch.full_like(a.c, -torch.inf)
+    lo, step = torch.full_like(a.c, -W), torch.full_like(a.c, 2 * W / (points - 1))
+    grid = torch.arange(points, dtype=a.c.dtype, device=a.c.device).reshape(-1, *[1] * a.c.dim())
+    for _ in range(rounds):          # the largest grid point with F >= 0, then a finer grid
+        m = lo + grid * step                                          # (points,) + X
+        good = F(m) >= 0
+        top = torch.where(good, m, -torch.inf).amax(0)
+        found = torch.isfinite(top)
+        best = torch.where(found, torch.maximum(best, top), best)
+        lo = torch.where(found, top, lo)
+        step = torch.where(found, step / (points - 1), step)
+    return best
 
 
 def _bytes_per_string(model, N):
-    """Bytes one string costs at once: the generators (M float64 per entry) of the attention's
-    (H, S, S, D/H) products, counted four times, dominate."""
+    """Bytes one string costs at once: the generators (M float64 per entry, plus the symbols
+    made per layer: at most six per entry of the stream) of the attention's (H, S, S, D/H)
+    products, counted four times, dominate."""
     S = N + 1
-    return 8 * model.M * (4 * S * S * model.D + 12 * S * (model.D + model.F))
+    m = model.M + 6 * model.L * S * model.D
+    return 8 * m * (4 * S * S * model.D + 12 * S * (model.D + model.F))
 
 
 def affine_bounds(model: Recognizer, x, radius, *, chunk: int = 4096,
@@ -447,6 +411,7 @@ def affine_bounds(model: Recognizer, x, radius, *, chunk: int = 4096,
     S = N + 1
     out = [], [], []
     for a in range(0, len(x), chunk):
+        token = _BALLS.set(())
         xb = x[a:a + chunk].to(dev).long()
         ids = torch.cat([xb, torch.full((len(xb), 1), EOS, device=dev)], 1)     # (B, S)
         Bc = len(xb)
@@ -465,15 +430,17 @@ def affine_bounds(model: Recognizer, x, radius, *, chunk: int = 4096,
             lay = P.layer(l)
             last = l == model.L - 1
             res = h.map(lambda t: t[..., -1:, :]) if last else h
-            h = res + _attention(h, lay, model.H, last, M)
-            h, z = _layer_norm(h, model.eps)
+            h = (res + _attention(h, lay, model.H, last, M)).fresh(M)
+            h, z = _layer_norm(h, model.eps, ball=M, gram=last)
             bad |= z.any(-1)
+            h = h.fresh(M)
             u = relu(_param_affine(h, lay["W1"], lay["b1"], M))
-            h = h + _param_affine(u, lay["W2"], lay["b2"], M)
+            h = (h + _param_affine(u, lay["W2"], lay["b2"], M)).fresh(M)
             if last:
                 break
-            h, z = _layer_norm(h, model.eps)
+            h, z = _layer_norm(h, model.eps, ball=M)
             bad |= z.any(-1)
+            h = h.fresh(M)
         lo, hi, z = _readout(h.map(lambda t: t[..., -1, :]), P, model.eps)
         bad |= z
         bad_out = bad | ~(torch.isfinite(lo) & torch.isfinite(hi))    # overflow: no bound
@@ -481,6 +448,7 @@ def affine_bounds(model: Recognizer, x, radius, *, chunk: int = 4096,
         out[0].append(torch.where(bad, -torch.inf, lo))
         out[1].append(torch.where(bad, torch.inf, hi))
         out[2].append(bad)
+        _BALLS.reset(token)
     return Bounds(*(torch.cat(o).cpu() for o in out))
 
 

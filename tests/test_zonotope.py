@@ -239,6 +239,61 @@ def test_each_layer_norm_rule_encloses_the_map_with_the_same_noise(rule, eps):
             assert not bad.any()
 
 
+@pytest.mark.parametrize("eps", [0.0, 0.05])
+@pytest.mark.parametrize("rule", ["_layer_norm_direct", "_layer_norm"])
+def test_the_layer_norm_remainder_kept_as_a_ball_encloses_the_map(rule, eps):
+    """With ``ball``, each vector's remainder is D new symbols in a unit ball (registered in
+    _BALLS), diagonal in the output: for sampled eps and error terms, LN(d) minus the form's
+    part in d's own symbols is b * eta + [-e, e] for some |eta| <= 1. The least such eta has
+    |eta_j| = max(|r_j| - e_j, 0) / b_j, so its norm must be at most 1 (the Minkowski sum of
+    a ball and a box, checked exactly)."""
+    fn = getattr(zz, rule)
+    for k, scale in enumerate((1e-3, 0.05, 0.3, 0.8)):
+        d, g = _random_form(6, 5, 7, scale, 300 + 100 * k + int(eps * 100))
+        token = zz._BALLS.set(())
+        try:
+            out, bad = fn(d, eps, ball=7) if rule == "_layer_norm" else fn(zz._centred(d), eps,
+                                                                          ball=7)
+            assert zz._BALLS.get() == ((7, 1, 5),)
+        finally:
+            zz._BALLS.reset(token)
+        B = out.G[..., 7:12]                                  # (6, 5, 5): diagonal per string
+        b = torch.diagonal(B, dim1=-2, dim2=-1)
+        assert torch.equal(B, torch.diag_embed(b)) and (b >= 0).all()
+        eps_s, vals = _samples(d, g, 4000)
+        r = (_ln(vals, eps) - out.c - torch.einsum("...m,km->k...", out.G[..., :7], eps_s)).abs()
+        excess = (r - out.e - 1e-9 * (1 + r)).clamp_min(0)
+        need = torch.where(b > 0, excess / b.clamp_min(1e-300), excess * torch.inf)
+        need = torch.where(excess > 0, need, 0.0).square().sum(-1)
+        ok = (need <= 1 + 1e-9) | bad
+        assert ok.all(), (rule, scale, need.amax(0))
+        if scale == 1e-3:
+            assert not bad.any()
+        if rule == "_layer_norm_direct" and scale >= 0.3:       # the ball is what holds it
+            assert ((r - out.e).clamp_min(0).square().sum(-1) > 0).any()
+
+
+def test_the_layer_norm_ball_is_nearly_filled_at_the_worst_angle():
+    """One generator h at the angle to c0 where |D^2 u[h, h]| is largest (cos^2 = 1/3) and
+    small: the true remainder at eps = +-1 fills at least 95 % of the ball's radius, so a
+    ball half as wide (an unsound rule) is caught, which random forms do not show."""
+    D = 4
+    c0 = torch.tensor([1.5, -0.5, -0.5, -0.5], dtype=torch.float64)
+    p = torch.tensor([0.0, 1.0, -1.0, 0.0], dtype=torch.float64) / math.sqrt(2)
+    for size in (1e-3, 1e-2):
+        h = size * float(c0.norm()) * (c0 / c0.norm() / math.sqrt(3) + p * math.sqrt(2 / 3))
+        cen = Affine(c0[None], h[None, :, None], torch.zeros(1, D, dtype=torch.float64))
+        token = zz._BALLS.set(())
+        try:
+            out, bad = zz._layer_norm_direct(cen, 0.0, ball=1)
+        finally:
+            zz._BALLS.reset(token)
+        b = torch.diagonal(out.G[0, :, 1:], dim1=-2, dim2=-1)
+        fill = max(float(((_ln(c0 + k * h, 0.0) - out.c[0] - k * out.G[0, :, 0]) / b).norm())
+                   for k in (-1.0, 1.0))
+        assert not bad.any() and 0.95 <= fill <= 1.0, (size, fill)
+
+
 def test_the_direct_rule_remainder_is_needed_and_its_constant_is_the_maximum():
     """The second-derivative constant 2/sqrt(3) of u(c) = c/|c| against brute force (random
     directions, a fine second difference), and a form where the linear part alone would
@@ -255,8 +310,10 @@ def test_the_direct_rule_remainder_is_needed_and_its_constant_is_the_maximum():
     d, g = _random_form(6, 5, 7, 0.3, 7)
     cen = zz._centred(d)
     out, bad = zz._layer_norm_direct(cen, 0.0)
-    _, rho, nlo, _, _ = zz._norm_range(cen, 0.0)
-    first_order = out.e - (math.sqrt(5) * rho ** 2 / (math.sqrt(3) * nlo ** 2)).unsqueeze(-1)
+    n0, rho, nlo, _, _, dev = zz._norm_range(cen, 0.0)
+    rem = math.sqrt(5) * 2 / math.sqrt(3) * rho ** 2 * zz._remainder_weight(
+        n0, torch.minimum(rho, dev), nlo)
+    first_order = out.e - rem.unsqueeze(-1)
     eps_s, vals = _samples(d, g, 4000)
     lin = out.c + torch.einsum("...m,km->k...", out.G, eps_s)
     assert not bad.any() and ((_ln(vals, 0.0) - lin).abs() > first_order).any()
@@ -284,3 +341,80 @@ def test_the_homogeneous_readout_encloses_T(eps):
         assert ok.all(), (scale, T.amin(0), lo, T.amax(0), hi)
         if scale == 1e-3:
             assert not bad.any() and (hi - lo < 0.1).all()
+
+
+def test_the_remainder_weight_is_the_integral_and_never_above_the_lagrange_one():
+    """_remainder_weight against the integral of (1 - s) / (n0 - s b)^2 by quadrature, below
+    1 / (2 nlo^2) everywhere, and that bound where n0 - b <= 0 (where the integral diverges)."""
+    n0 = torch.tensor([2.0, 2.0, 2.0, 1.0, 3.0, 1.0], dtype=torch.float64)
+    b = torch.tensor([0.0, 1e-9, 0.5, 0.9, 2.9, 1.5], dtype=torch.float64)
+    nlo = torch.tensor([2.0, 2.0, 1.5, 0.1, 0.1, 0.2], dtype=torch.float64)
+    w = zz._remainder_weight(n0, b, nlo)
+    s = torch.linspace(0, 1, 200001, dtype=torch.float64)
+    for i in range(5):
+        quad = torch.trapezoid((1 - s) / (n0[i] - s * b[i]) ** 2, s)
+        assert abs(float(w[i] - quad)) <= 1e-6 * float(quad), (i, w[i], quad)
+    assert (w <= 0.5 / nlo ** 2 + 1e-15).all() and float(w[5]) == 0.5 / 0.2 ** 2
+    assert float(w[2]) < 0.5 / 1.5 ** 2
+
+
+def test_fresh_symbols_keep_the_set_and_let_signs_cancel():
+    """Affine.fresh is exact (the same range per entry, e moved into new columns after the
+    given start), and z - z cancels its error once it has symbols (a box cannot)."""
+    d, _ = _random_form(3, 4, 5, 0.5, 21)
+    f = d.fresh(9)
+    assert f.G.shape[-1] == 9 + 4 and (f.e == 0).all()
+    assert torch.equal(f.G[..., :5], d.G) and (f.G[..., 5:9] == 0).all()
+    assert torch.allclose(f.rad(), d.rad()) and torch.allclose(f.c, d.c)
+    diff = lambda z: z + z.scale(-1.0)                   # z - z: 0, once e has symbols
+    assert (diff(f).rad() < 1e-12).all() and (diff(d).rad() > 1e-3).all()
+
+
+def test_a_ball_extent_is_the_largest_value_over_the_ball():
+    """With symbols registered as balls, _extent is max |g . eta| over the ball (reached at
+    eta = g / |g|, never exceeded by sampled points), _vector_extent bounds |G eta|, and
+    _cube_norm bounds |G eps| over the cube (corners sampled) below the column norms."""
+    g = torch.Generator().manual_seed(4)
+    G = torch.randn(7, 3, 10, generator=g, dtype=torch.float64)
+    token = zz._BALLS.set(((4, 2, 3),))                       # symbols 4-6 and 7-9: two balls
+    try:
+        ext, vext = zz._extent(G), zz._vector_extent(G)
+    finally:
+        zz._BALLS.reset(token)
+    K = 20000
+    eps = torch.sign(torch.rand(K, 10, generator=g, dtype=torch.float64) - 0.5)
+    for s in (4, 7):
+        eta = torch.randn(K, 3, generator=g, dtype=torch.float64)
+        eps[:, s:s + 3] = eta / eta.norm(dim=-1, keepdim=True)
+    vals = torch.einsum("vjm,km->kvj", G, eps)
+    assert (vals.abs().amax(0) <= ext + 1e-12).all()
+    best = G[..., :4].abs().sum(-1) + G[..., 4:7].norm(dim=-1) + G[..., 7:].norm(dim=-1)
+    assert torch.allclose(ext, best)
+    assert (vals.norm(dim=-1).amax(0) <= vext + 1e-12).all()
+    cube = torch.sign(torch.rand(K, 10, generator=g, dtype=torch.float64) - 0.5)
+    norms = torch.einsum("vjm,km->kvj", G, cube).norm(dim=-1).amax(0)
+    for top in (3, 10):
+        cn = zz._cube_norm(G, top)
+        assert (norms <= cn + 1e-12).all() and (cn <= G.norm(dim=-2).sum(-1) + 1e-12).all()
+
+
+def test_the_read_out_ratio_holds_where_the_norm_grows_sideways():
+    """T = sqrt(D) w . c / |c| with c = c0 + s eps1 v, v orthogonal to c0 and w along c0: a
+    is constant, the norm grows with |eps1| and T falls to sqrt(D) |c0| / sqrt(|c0|^2 + s^2)
+    at the corners. The read-out's lower bound must stay below that (the ratio's upper end of
+    the norm, n0 + t + rho^2 / 2 n0, is what holds it) and be within 25 % of it."""
+    model = sb.Recognizer.random(1, 3, 1, 1, eps=0.0, seed=0, dtype=torch.float64)
+    c0 = torch.tensor([1.0, -1.0, 0.0], dtype=torch.float64)
+    v = torch.tensor([1.0, 1.0, -2.0], dtype=torch.float64) / math.sqrt(6)
+    with torch.no_grad():
+        model.w[0] = c0 / c0.norm()
+        model.omega[0] = 0.0
+    P = zz._Params(model, 1e-12)
+    for s in (0.3, 1.0, 2.0):
+        G = torch.zeros(1, 3, 40, dtype=torch.float64)        # d's symbols come before w's
+        G[0, :, 0] = s * v
+        d = Affine(c0[None], G, torch.zeros(1, 3, dtype=torch.float64))
+        lo, hi, bad = zz._readout(d, P, 0.0)
+        worst = math.sqrt(3) * float(c0.norm()) / math.sqrt(float(c0.norm()) ** 2 + s * s)
+        assert not bad.any() and float(hi) >= math.sqrt(3) - 1e-9
+        assert worst - 0.25 * worst <= float(lo) <= worst + 1e-9, (s, float(lo), worst)

@@ -135,13 +135,13 @@ MUTANTS = (
            ("ch5_certified",)),
     Mutant("affine-drops-taylor-remainder", "the affine-arithmetic bounds drop the Taylor "
            "remainder of exp, 1/v, v^(-1/2) and the square (each is replaced by its tangent: unsound)",
-           "zonotope.py", "    k = d2f_max(lo, z.c + R) * R * R / 4",
+           "affine.py", "    k = d2f_max(lo, z.c + R) * R * R / 4",
            "    k = 0 * d2f_max(lo, z.c + R)  # mutant", ("ch5_certified",)),
     Mutant("layer-norm-drops-remainder", "the direct layer-norm rule of the affine bounds "
            "keeps its exact Jacobian but drops the second-derivative remainder (unsound)",
            "zonotope.py",
-           "    rem = math.sqrt(D) * rho.square() / (math.sqrt(3) * nlo.clamp_min(1e-300).square())",
-           "    rem = 0 * rho  # mutant", ("ch5_certified",)),
+           "    rem = math.sqrt(D) * 2 / math.sqrt(3) * rho.square() * _remainder_weight(",
+           "    rem = 0 * rho * _remainder_weight(  # mutant", ("ch5_certified",)),
     Mutant("attack-leaves-the-box", "the attack never projects back into the box, so it "
            "reports points outside it as the box's worst",
            "attack.py", "theta = torch.minimum(torch.maximum(theta, theta0 - r), theta0 + r)",

@@ -136,7 +136,7 @@ ATTACK_RTOL = 0.1
 #: radius r and TIGHT_SPAN r; the box shaped per parameter tensor
 #: (:func:`sensbook.zonotope.grow_box`) at the shortest length.
 TIGHT_NMAX = dict(ci=3, book=5, paper=8)
-TIGHT_RTOL, TIGHT_SPAN = 0.05, 16.0
+TIGHT_RTOL, TIGHT_SPAN = 0.02, 64.0
 
 
 def attack_lengths(name: str, scale: str) -> list:
@@ -160,7 +160,7 @@ _ATTACK_UNIT = 0.45e-7
 
 # CPU-seconds of one tight bound: a fixed part and one per (string x position^2 x
 # parameter), fitted on PARITY and the FIRSTs at N = 3..6 (0.25 to 5.2 s a bound); the
-# bisection takes about 9 bounds, grow_box about one per parameter tensor.
+# bisection takes about 11 bounds (to 2 % in [r, 64 r]), grow_box about one per parameter tensor.
 _TIGHT_FIXED, _TIGHT_UNIT = 0.15, 3.5e-7
 
 
@@ -170,7 +170,7 @@ def _attack_cost(c):
     cost = 0.5 + _ATTACK_UNIT * 10 * per_radius * model.M / 1000
     one = _TIGHT_FIXED + _TIGHT_UNIT * 2 ** c["N"] * (c["N"] + 1) ** 2 * model.M
     if c.get("tight"):
-        cost += 9 * one + _ATTACK_UNIT * per_radius * model.M / 1000
+        cost += 11 * one + _ATTACK_UNIT * per_radius * model.M / 1000
     if c.get("grow"):
         cost += (1 + 16 * model.L + 4) * one
     return cost

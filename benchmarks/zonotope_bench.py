@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import argparse
 import time
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 
 import torch
 
@@ -32,32 +32,22 @@ from sensbook.experiments import ch5_certified as cc
 
 @contextmanager
 def off(device: str):
-    """Turn one device off for the duration (module attributes restored after)."""
-    saved = {}
-
-    def patch(name, value):
-        saved[name] = getattr(zz, name) if hasattr(zz, name) else getattr(zz.Affine, name)
-        if name == "fresh":
-            setattr(zz.Affine, name, value)
-        else:
-            setattr(zz, name, value)
-
-    if device == "fresh":
-        patch("fresh", lambda self, start: self)
-    elif device == "balls":
-        ln = zz._layer_norm
-        patch("_layer_norm", lambda d, eps, cen=None, ball=None, gram=False:
-              ln(d, eps, cen, None, gram))
-    elif device == "gram":
-        patch("_cube_norm", lambda G, top=256: torch.full(G.shape[:-2], torch.inf,
-                                                          dtype=G.dtype, device=G.device))
-    elif device == "ratio":
-        patch("_ratio_lo", lambda a, t, n0, q, W, **kw: torch.full_like(a.c, -torch.inf))
+    """Turn one device off for the duration (the attribute restored after)."""
+    ln = zz._layer_norm
+    owner, name, value = {
+        "fresh": (zz.Affine, "fresh", lambda self, start: self),
+        "balls": (zz, "_layer_norm", lambda d, eps, cen=None, ball=None, gram=False:
+                  ln(d, eps, cen, None, gram)),
+        "gram": (zz, "_cube_norm", lambda G, top=256: torch.full(
+            G.shape[:-2], torch.inf, dtype=G.dtype, device=G.device)),
+        "ratio": (zz, "_ratio_lo", lambda a, t, n0, q, W, **kw: torch.full_like(a.c, -torch.inf)),
+    }[device]
+    saved = getattr(owner, name)
+    setattr(owner, name, value)
     try:
         yield
     finally:
-        for name, value in saved.items():
-            setattr(zz.Affine if name == "fresh" else zz, name, value)
+        setattr(owner, name, saved)
 
 
 def main(argv=None):
@@ -74,7 +64,7 @@ def main(argv=None):
         r = certified_radius(model, x, y, margin=cc.MARGIN, rtol=cc.RTOL, r_max=cc.BOX)["radius"]
         full = None
         for dev in devices:
-            with off(dev) if dev != "none" else _nothing():
+            with off(dev) if dev != "none" else nullcontext():
                 t = time.perf_counter()
                 sb.tight_bounds(model, x, r)
                 sec = time.perf_counter() - t
@@ -86,11 +76,6 @@ def main(argv=None):
     print(f"N = {args.n}; r_t bisected to {args.rtol:.1%}; r: the interval certificate's")
     print(sb.text_table(["construction", "devices", "r_t", "r_t / all on", "r_t / r",
                          "s per bound"], rows, ["s", "s", ".4g", ".3f", ".2f", ".2f"]))
-
-
-@contextmanager
-def _nothing():
-    yield
 
 
 if __name__ == "__main__":

@@ -19,9 +19,9 @@ import torch
 __all__ = ["Affine"]
 
 #: The noise symbols constrained to unit l2 balls instead of [-1, 1] each, in the current
-#: :func:`affine_bounds` call: (first symbol, number of balls, symbols per ball). A layer
-#: norm's Taylor remainder is bounded in norm, so a ball holds it exactly where a box of the
-#: same radius per coordinate is sqrt(D) wider.
+#: :func:`sensbook.zonotope.affine_bounds` call (set and reset there): (first symbol, number
+#: of balls, symbols per ball). A layer norm's Taylor remainder is bounded in norm, so a ball
+#: holds it exactly where a box of the same radius per coordinate is sqrt(D) wider.
 _BALLS: contextvars.ContextVar = contextvars.ContextVar("sensbook_zonotope_balls", default=())
 
 
@@ -37,16 +37,16 @@ def _ball_columns(balls: tuple, width: int) -> dict:
 
 
 def _ball_blocks(G):
-    """(k, the generators of each ball: X + (number of balls, k)) per ball size."""
+    """The generators of each ball, X + (number of balls, k), one tensor per ball size k."""
     for k, idx in _ball_columns(_BALLS.get(), G.shape[-1]).items():
-        yield k, G[..., idx.to(G.device)].reshape(*G.shape[:-1], -1, k)
+        yield G[..., idx.to(G.device)].reshape(*G.shape[:-1], -1, k)
 
 
 def _extent(G):
     """max |G eps| over the noise set per entry: |G_i| summed over box symbols, the l2 norm
     of G's entries over each ball."""
     out = G.abs().sum(-1)
-    for _, blk in _ball_blocks(G):
+    for blk in _ball_blocks(G):
         out = out + blk.norm(dim=-1).sum(-1) - blk.abs().sum((-1, -2))
     return out
 
@@ -55,7 +55,7 @@ def _vector_extent(G):
     """A bound on max ||G eps||_2 over the noise set, G of shape X + (D, M): the column norms
     summed over box symbols, each ball's Frobenius norm (>= its operator norm)."""
     out = G.square().sum(-2).sqrt().sum(-1)
-    for _, blk in _ball_blocks(G):
+    for blk in _ball_blocks(G):
         out = out + (blk.square().sum((-3, -1)).sqrt().sum(-1)
                      - blk.square().sum(-3).sqrt().sum((-1, -2)))
     return out
@@ -224,7 +224,8 @@ def _cube_norm(G, top: int = 256):
     G of shape X + (D, M): over the ``top`` columns of largest norm (a set T),
     :math:`\epsilon^\top G_T^\top G_T \epsilon \le \sum_{i, k \in T} |G_i \cdot G_k|`
     (exact for orthogonal columns, at most their column norms summed: Cauchy-Schwarz on every
-    term), plus :math:`\sum_{i \notin T} \lVert G_i \rVert_2` (the triangle inequality)."""
+    term), plus :math:`\sum_{i \notin T} \lVert G_i \rVert_2` (the triangle inequality).
+    Symbols of a ball count as box symbols here: a unit ball lies in the cube."""
     norms = G.square().sum(-2).sqrt()                                  # X + (M,)
     if G.shape[-1] > top:
         norms, idx = norms.sort(-1, descending=True)

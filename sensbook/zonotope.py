@@ -411,44 +411,46 @@ def affine_bounds(model: Recognizer, x, radius, *, chunk: int = 4096,
     S = N + 1
     out = [], [], []
     for a in range(0, len(x), chunk):
-        token = _BALLS.set(())
-        xb = x[a:a + chunk].to(dev).long()
-        ids = torch.cat([xb, torch.full((len(xb), 1), EOS, device=dev)], 1)     # (B, S)
-        Bc = len(xb)
-        # generators only for the symbols that can move a quantity so far (named_parameters:
-        # tok, pos, w, omega, then layer 0, 1, ...: a prefix, widened layer by layer)
-        G = torch.zeros(Bc, S, D, max(itok, ipos) + 3 * D, dtype=f64, device=dev)
-        # tok[ids]: entry (b, s, d) moves with symbol itok + ids[b, s] * D + d
-        idx = (itok + ids.unsqueeze(-1) * D + torch.arange(D, device=dev)).unsqueeze(-1)
-        G.scatter_add_(-1, idx, rtok[ids].unsqueeze(-1))
-        # phi @ pos: entry (s, d) moves with symbol ipos + f * D + d by phi[s, f] r_pos[f, d]
-        gp = phi.unsqueeze(-1) * rpos                                      # (S, 3, D)
-        G[..., ipos:ipos + 3 * D] += _pos_gens(gp)
-        h = Affine(tok0[ids] + phi @ pos0, G, torch.zeros(Bc, S, D, dtype=f64, device=dev))
-        bad = torch.zeros(Bc, dtype=torch.bool, device=dev)
-        for l in range(model.L):
-            lay = P.layer(l)
-            last = l == model.L - 1
-            res = h.map(lambda t: t[..., -1:, :]) if last else h
-            h = (res + _attention(h, lay, model.H, last, M)).fresh(M)
-            h, z = _layer_norm(h, model.eps, ball=M, gram=last)
-            bad |= z.any(-1)
-            h = h.fresh(M)
-            u = relu(_param_affine(h, lay["W1"], lay["b1"], M))
-            h = (h + _param_affine(u, lay["W2"], lay["b2"], M)).fresh(M)
-            if last:
-                break
-            h, z = _layer_norm(h, model.eps, ball=M)
-            bad |= z.any(-1)
-            h = h.fresh(M)
-        lo, hi, z = _readout(h.map(lambda t: t[..., -1, :]), P, model.eps)
-        bad |= z
-        bad_out = bad | ~(torch.isfinite(lo) & torch.isfinite(hi))    # overflow: no bound
-        lo, hi = torch.where(bad_out, -torch.inf, lo), torch.where(bad_out, torch.inf, hi)
-        out[0].append(torch.where(bad, -torch.inf, lo))
-        out[1].append(torch.where(bad, torch.inf, hi))
-        out[2].append(bad)
-        _BALLS.reset(token)
+        token = _BALLS.set(())          # this chunk's balls only, forgotten however it ends
+        try:
+            xb = x[a:a + chunk].to(dev).long()
+            ids = torch.cat([xb, torch.full((len(xb), 1), EOS, device=dev)], 1)     # (B, S)
+            Bc = len(xb)
+            # generators only for the symbols that can move a quantity so far (named_parameters:
+            # tok, pos, w, omega, then layer 0, 1, ...: a prefix, widened layer by layer)
+            G = torch.zeros(Bc, S, D, max(itok, ipos) + 3 * D, dtype=f64, device=dev)
+            # tok[ids]: entry (b, s, d) moves with symbol itok + ids[b, s] * D + d
+            idx = (itok + ids.unsqueeze(-1) * D + torch.arange(D, device=dev)).unsqueeze(-1)
+            G.scatter_add_(-1, idx, rtok[ids].unsqueeze(-1))
+            # phi @ pos: entry (s, d) moves with symbol ipos + f * D + d by phi[s, f] r_pos[f, d]
+            gp = phi.unsqueeze(-1) * rpos                                      # (S, 3, D)
+            G[..., ipos:ipos + 3 * D] += _pos_gens(gp)
+            h = Affine(tok0[ids] + phi @ pos0, G, torch.zeros(Bc, S, D, dtype=f64, device=dev))
+            bad = torch.zeros(Bc, dtype=torch.bool, device=dev)
+            for l in range(model.L):
+                lay = P.layer(l)
+                last = l == model.L - 1
+                res = h.map(lambda t: t[..., -1:, :]) if last else h
+                h = (res + _attention(h, lay, model.H, last, M)).fresh(M)
+                h, z = _layer_norm(h, model.eps, ball=M, gram=last)
+                bad |= z.any(-1)
+                h = h.fresh(M)
+                u = relu(_param_affine(h, lay["W1"], lay["b1"], M))
+                h = (h + _param_affine(u, lay["W2"], lay["b2"], M)).fresh(M)
+                if last:
+                    break
+                h, z = _layer_norm(h, model.eps, ball=M)
+                bad |= z.any(-1)
+                h = h.fresh(M)
+            lo, hi, z = _readout(h.map(lambda t: t[..., -1, :]), P, model.eps)
+            bad |= z
+            bad_out = bad | ~(torch.isfinite(lo) & torch.isfinite(hi))    # overflow: no bound
+            lo, hi = torch.where(bad_out, -torch.inf, lo), torch.where(bad_out, torch.inf, hi)
+            out[0].append(torch.where(bad, -torch.inf, lo))
+            out[1].append(torch.where(bad, torch.inf, hi))
+            out[2].append(bad)
+        finally:
+            _BALLS.reset(token)
     return Bounds(*(torch.cat(o).cpu() for o in out))
 
 

@@ -159,8 +159,10 @@ _ATTACK_UNIT = 0.45e-7
 
 
 # CPU-seconds of one tight bound: a fixed part and one per (string x position^2 x
-# parameter), fitted on PARITY and the FIRSTs at N = 3..6 (0.25 to 5.2 s a bound); the
-# bisection takes about 11 bounds (to 2 % in [r, 64 r]), grow_box about one per parameter tensor.
+# parameter), fitted on PARITY and the FIRSTs at N = 3..6 before the fresh symbols and balls;
+# the bisection takes about 11 bounds (to 2 % in [r, 64 r]), grow_box about one per
+# parameter tensor. Measured since (book, AMD EPYC): PARITY's cells cost up to 3.6 times
+# this, the FIRSTs' and MAJORITY's less; not refitted.
 _TIGHT_FIXED, _TIGHT_UNIT = 0.15, 3.5e-7
 
 

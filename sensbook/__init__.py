@@ -36,7 +36,7 @@ from .boolean import (FIRST, MAJORITY, MAX_EXHAUSTIVE_N, PARITY, BooleanFunction
 from .certify import Bounds, certified_radius, output_bounds
 from .zonotope import affine_bounds, grow_box, tight_bounds
 from .attack import attack, attack_radius
-from .splitting import recognition_score, subset_volume
+from .splitting import ReadoutScore, recognition_score, subset_volume
 from .constructions import (CONSTRUCTIONS, construction_parameters, first_transformer,
                             first_hard_transformer, count_threshold_transformer, score_gap,
                             majority_transformer, parity_transformer)

@@ -503,6 +503,15 @@ class Recognizer(ScoreModule):
         return out
 
     @torch.no_grad()
+    def features(self, x) -> torch.Tensor:
+        r"""The read-out's input: the last layer norm's output at eos, ``(P, B, D)``, so that
+        :math:`T(\theta, x) = h(x) \cdot w + \omega` (the read-out, linear in ``w`` and
+        ``omega``). ``x``: 0/1 strings ``(B, N)`` or ``(P, B, N)``."""
+        got = []
+        self._run(x, edits={("out", 2 * self.L - 1): lambda t: got.append(t[:, :, -1]) or t})
+        return got[0]
+
+    @torch.no_grad()
     def trace(self, x, *, inputs: bool = False):
         """The output with layer-norm variances, z, tau and beta.
 

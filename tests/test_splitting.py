@@ -10,7 +10,7 @@ import torch
 import sensbook as sb
 from sensbook.certify import certified_radius
 from sensbook.experiments.ch5_certified import log_volume_bound
-from sensbook.splitting import recognition_score, subset_volume
+from sensbook.splitting import ReadoutScore, recognition_score, subset_volume
 
 
 def _inside(v, res, slack=0.0):
@@ -195,3 +195,79 @@ def test_the_mixing_check_refuses_when_runs_disagree_at_the_cap():
                         n_max=200, seed=1)
     assert not res["mixed"] and res["n"] == 200 and res["log_volume"] == -math.inf, res
     assert res["interval"][1] >= 6 * math.log(0.3) - 1.0, res
+
+
+# ---- the read-out integrated out (ReadoutScore) -----------------------------------------
+def _phi_and_full(f, N, P, seed, D=4):
+    model = sb.Recognizer(1, D, 1, 1, D, dtype=torch.float64)
+    x = sb.strings(N, dtype=torch.float64)
+    y = getattr(sb, f)(x).bool() if f != "ZERO" else torch.zeros(len(x), dtype=torch.bool)
+    rs = ReadoutScore(model, x, y, margin=0.01, readouts=64)
+    rs.resample(torch.Generator().manual_seed(seed))
+    phi = torch.rand(P, rs.M, generator=torch.Generator().manual_seed(seed + 1),
+                     dtype=torch.float64) * 2 - 1
+    return model, x, y, rs, phi
+
+
+@pytest.mark.parametrize("f,N", [("FIRST", 3), ("PARITY", 2), ("ZERO", 3)])
+def test_readout_score_is_the_full_score_at_its_best_readout_and_positive_where_its_weight_is(
+        f, N):
+    """complete(phi) puts the best w of the K and the middle of omega's interval into theta:
+    the full model's recognition score there equals the read-out score (so S > 0 is the same
+    set), and the weight is > 0 exactly where the score is."""
+    model, x, y, rs, phi = _phi_and_full(f, N, 300, seed=4)
+    full = recognition_score(model, x, y, margin=0.01)
+    S, v = rs(phi), rs.weight(phi)
+    theta = torch.stack([rs.complete(p) for p in phi])
+    assert torch.allclose(full(theta), S, atol=1e-9, rtol=0)
+    assert ((S > 0) == (v > 0)).all() and (S > 0).any()
+    # a constant is recognised by some omega whatever phi is; the others are not always
+    assert (S > 0).all() if f == "ZERO" else (S <= 0).any()
+    assert ((v >= 0) & (v <= 1)).all()
+
+
+def test_readout_weight_is_the_fraction_of_readouts_that_recognise_by_brute_force():
+    """v(phi) against an independent count: (w, omega) drawn uniformly from the read-out's
+    box, put into theta, and the full model run on every string."""
+    model, x, y, rs, phi = _phi_and_full("FIRST", 3, 400, seed=7)
+    rs.K = 20_000
+    rs.resample(torch.Generator().manual_seed(8))
+    v = rs.weight(phi)
+    full = recognition_score(model, x, y, margin=0.01)
+    g = torch.Generator().manual_seed(9)
+    picked = torch.argsort(v, descending=True)[:3]         # the phi with the largest v
+    for j in picked:
+        n = 20_000
+        theta = torch.zeros(n, model.M, dtype=torch.float64)
+        theta[:, ~rs.mask] = phi[j]
+        theta[:, rs.mask] = torch.rand(n, 5, generator=g, dtype=torch.float64) * 2 - 1
+        k = int((full(theta) > 0).sum())
+        lo, hi = sb.wilson_interval(k, n, 3.3)            # 99.9 %
+        assert k >= 50 and lo <= float(v[j]) <= hi, (k / n, float(v[j]))
+
+
+@pytest.mark.parametrize("f,N,n_mc", [("FIRST", 3, 40_000), ("PARITY", 2, 200_000)])
+def test_a_readout_score_volume_equals_plain_monte_carlo_over_all_of_theta(f, N, n_mc):
+    model = sb.Recognizer(1, 4, 1, 1, 4, dtype=torch.float64)
+    x = sb.strings(N, dtype=torch.float64)
+    y = getattr(sb, f)(x).bool()
+    rs = ReadoutScore(model, x, y, margin=0.01, readouts=256)
+    res = subset_volume(rs, rs.M, n=400, runs=6, moves=10, seed=3)
+    full = recognition_score(model, x, y, margin=0.01)
+    g = torch.Generator().manual_seed(11)
+    k = sum(int((full(torch.rand(n_mc // 10, model.M, generator=g, dtype=torch.float64)
+                      * 2 - 1) > 0).sum()) for _ in range(10))
+    lo, hi = sb.wilson_interval(k, n_mc)
+    assert k >= 10 and res["mixed"], (k, res)
+    assert res["interval"][0] <= math.log(hi) and math.log(lo) <= res["interval"][1], (
+        res, k / n_mc)
+
+
+def test_readout_score_names_bad_arguments():
+    model = sb.Recognizer(1, 2, 1, 1, 2, dtype=torch.float64)
+    with pytest.raises(ValueError, match="readouts"):
+        ReadoutScore(model, sb.strings(2), [True] * 4, readouts=0)
+    with pytest.raises(ValueError, match="labels"):
+        ReadoutScore(model, sb.strings(2), [True])
+    with pytest.raises(ValueError, match="box"):
+        ReadoutScore(model, sb.strings(2), [True] * 4, box=0.0)

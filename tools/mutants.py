@@ -133,6 +133,10 @@ MUTANTS = (
            "fraction 1.5 times too large",
            "splitting.py", "log_v += math.log(k / n)", "log_v += math.log(1.5 * k / n)",
            ("ch5_certified",)),
+    Mutant("readout-weight-ignores-omega", "the read-out score's last factor counts a w as "
+           "recognising whenever some omega does (the interval's length dropped)",
+           "splitting.py", "length.mean(1) / (2 * self.box)",
+           "(length > 0).double().mean(1) / 1", ("ch5_certified",)),
     Mutant("affine-drops-taylor-remainder", "the affine-arithmetic bounds drop the Taylor "
            "remainder of exp, 1/v, v^(-1/2) and the square (each is replaced by its tangent: unsound)",
            "affine.py", "    k = d2f_max(lo, z.c + R) * R * R / 4",

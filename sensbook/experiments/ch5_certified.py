@@ -27,7 +27,7 @@ from ..attack import attack, attack_radius
 from ..boolean import MAJORITY, PARITY, check_n, strings
 from ..certify import certified_radius
 from ..zonotope import grow_box, tight_bounds
-from ..splitting import recognition_score, subset_volume
+from ..splitting import ReadoutScore, recognition_score, subset_volume
 from ..constructions import BUILDERS, construction_parameters, target
 from ..model import Recognizer
 from ..profile import truth_table
@@ -227,27 +227,29 @@ VOL_TARGETS = ("CONSTANT", "FIRST", "MAJORITY", "PARITY", "RANDOM")
 
 
 def vol_sizes(scale: str) -> dict:
-    """Lengths per target and the estimator's sizes (points per level, runs, moves, the most
-    levels, the most points per level after the mixing check's doublings) by scale. ``ci``
-    runs ``book``'s sizes at fewer lengths: with 3 runs of 6 moves, PARITY's runs at N = 2
-    disagreed at the cap for 1 seed of 8 (with ``book``'s, 0 of 8). PARITY
-    and the random function reach the floor of ``max_levels`` levels (about
-    ``max_levels * log(0.1)`` nats) within a few lengths: beyond them only an upper bound
-    (the floor) comes back, so they stop earlier."""
+    """Lengths per target and the estimator's sizes (points per level, runs, moves, the walk's
+    step, the most levels, the most points per level after the mixing check's doublings,
+    the read-outs w per run) by scale. ``ci`` runs fewer lengths with fewer points and runs
+    (PARITY's runs agree there at N = 2 and 3). Over phi the walk's step is 0.25 of the spread
+    (measured on PARITY at N = 4, 12 runs: the runs' spread 1.4 nats, 1.85 at the default
+    0.5). The random function is refused at N = 4 (its runs end at no point, at 150 CPU s),
+    so it stops at 3; PARITY at N = 4 is at the edge of what ``book``'s sizes resolve."""
     return pick(scale,
-                ci=dict(Ns=[2, 3, 4], hard=[2, 3], MAJORITY=[3, 5, 7], n=200, runs=4,
-                        moves=10, max_levels=20, n_max=400),
-                book=dict(Ns=[2, 3, 4, 5, 6], hard=[2, 3, 4], MAJORITY=[3, 5, 7], n=200,
-                          runs=4, moves=10, max_levels=20, n_max=400),
-                paper=dict(Ns=list(range(2, 13)), hard=list(range(2, 9)),
-                           MAJORITY=[3, 5, 7, 9, 11], n=1000, runs=6, moves=20,
-                           max_levels=60, n_max=4000))
+                ci=dict(Ns=[2, 3, 4], PARITY=[2, 3], RANDOM=[2, 3], MAJORITY=[3, 5, 7], n=200,
+                        runs=4, moves=10, step=0.25, max_levels=20, n_max=400, readouts=256),
+                book=dict(Ns=[2, 3, 4, 5, 6], PARITY=[2, 3, 4], RANDOM=[2, 3],
+                          MAJORITY=[3, 5, 7], n=400, runs=6, moves=10, step=0.25,
+                          max_levels=20, n_max=800, readouts=256),
+                paper=dict(Ns=list(range(2, 13)), PARITY=list(range(2, 9)),
+                           RANDOM=list(range(2, 9)), MAJORITY=[3, 5, 7, 9, 11], n=1000,
+                           runs=6, moves=20, step=0.25, max_levels=60, n_max=4000,
+                           readouts=1024))
 
 
 def vol_lengths(name: str, scale: str) -> list:
     """The lengths of one target's volume curve at ``scale`` (:func:`vol_sizes`)."""
     s = vol_sizes(scale)
-    return s["MAJORITY"] if name == "MAJORITY" else s["hard"] if name in _HARD else s["Ns"]
+    return s.get(name, s["Ns"])
 
 
 _HARD = ("PARITY", "RANDOM")
@@ -269,74 +271,99 @@ def vol_labels(name: str, N: int) -> torch.Tensor:
 def _vol_configs(scale):
     s = vol_sizes(scale)
     return [dict(target=t, N=N, margin=MARGIN, seed=17, **VOL_SPACE,
-                 **{k: s[k] for k in ("n", "runs", "moves", "max_levels", "n_max")})
+                 **{k: s[k] for k in ("n", "runs", "moves", "step", "max_levels", "n_max",
+                                      "readouts")})
             for t in VOL_TARGETS for N in vol_lengths(t, scale)]
 
 
-_VOL_UNIT = 1.2e-7        # CPU-seconds per (model x string x position^2): 20 s measured at book
+# CPU-seconds per (model x string x position^2), and per (phi x read-out w x string): fitted
+# to the 18 configurations at book on the AMD EPYC (84 s measured, 76 predicted)
+_VOL_UNIT, _READOUT_UNIT = 0.6e-7, 1.0e-8
 #: Plain Monte Carlo's points beside each estimate: as many as the estimator evaluated, at
-#: most this many (it resolves V down to about 10 / VOL_MC_MAX).
-VOL_MC_MAX = 50_000
+#: least VOL_MC_MIN and at most VOL_MC_MAX (it resolves V down to about 10 / VOL_MC_MAX).
+VOL_MC_MIN, VOL_MC_MAX = 20_000, 50_000
+
+
+def _vol_mc(evaluations):
+    return min(max(evaluations, VOL_MC_MIN), VOL_MC_MAX)
 
 
 def _vol_cost(c):
-    # levels: about -log V / log 10 (measured: 0 for the constant, 2 for FIRST and MAJORITY
-    # at N = 3, 4); PARITY and RANDOM reach max_levels and are run again at twice the points
-    easy = {"CONSTANT": 1, "FIRST": 2 + c["N"] / 3, "MAJORITY": 2 + c["N"] / 2}
-    hard = c["target"] not in easy
-    levels = c["max_levels"] if hard else easy[c["target"]]
-    evals = c["runs"] * levels * c["n"] * c["moves"] * (3 if hard else 1)
-    per_point = _VOL_UNIT * 2 ** c["N"] * (c["N"] + 1) ** 2
-    return 0.2 + per_point * (evals + min(evals, VOL_MC_MAX))
+    # levels over phi (measured at book): none for the constant, FIRST and MAJORITY up to
+    # N = 5 (their read-out alone makes a tenth of phi recognise), one at N = 7; PARITY and
+    # RANDOM about 2 (N - 2) + 1, and their first size is sometimes refused (twice the points)
+    hard = c["target"] in _HARD
+    levels = 2 * (c["N"] - 2) + 1 if hard else int(c["N"] >= 7)
+    evals = c["runs"] * c["n"] * (1 + levels * c["moves"]) * (1.5 if hard else 1)
+    fwd = _VOL_UNIT * 2 ** c["N"] * (c["N"] + 1) ** 2
+    return 0.2 + fwd * (evals + _vol_mc(evals)) \
+        + _READOUT_UNIT * c["readouts"] * 2 ** c["N"] * evals
 
 
 def vol_one(config: dict) -> dict:
     """Experiment ``ch5_certified.log_volume``: log V_f(N), the fraction of theta in
     [-1, 1]^M (the space ``D, L, H, F``, eps = 0, float64) that recognises the target on all
-    2^N strings with margin ``margin``, by :func:`sensbook.splitting.subset_volume`; and a
-    plain Monte Carlo count on the same number of points as one level.
+    2^N strings with margin ``margin``, by :func:`sensbook.splitting.subset_volume` over the
+    parameters other than the read-out, the read-out integrated out
+    (:class:`sensbook.splitting.ReadoutScore`, ``readouts`` vectors w per run); and a plain
+    Monte Carlo count over all of theta (the check of both).
 
     Returns ``log_volume``, ``interval``, ``runs`` (-inf, a run that found no point above 0,
     as None, like the other infinite values), ``levels``, ``evaluations``, ``M``,
-    ``mc_hits`` and ``mc_n`` (plain Monte Carlo on as many uniform points as the estimator
-    evaluated, at most :data:`VOL_MC_MAX`), ``mixed`` and ``n`` (the mixing check, the points
-    per level reported) and ``certified`` (:func:`log_volume_bound` of the certified
-    box around the best point the estimator found; None when it found none)."""
+    ``mc_hits`` and ``mc_n`` (plain Monte Carlo over all of theta on as many uniform points
+    as the estimator evaluated, within :data:`VOL_MC_MIN` and :data:`VOL_MC_MAX`),
+    ``mixed`` and ``n`` (the mixing check, the points per level reported) and ``certified``
+    (:func:`log_volume_bound` of the certified box around the best point the estimator
+    found; None when it found none). Where the estimate is refused, the interval's upper end
+    is plain Monte Carlo's 95 % Wilson upper end (a bound that holds), and ``split_bound`` the
+    splitting's own (the runs' last level: no bound where their chains were trapped)."""
     N = check_n(config["N"])
     model = Recognizer(1, config["D"], config["L"], config["H"], config["F"],
                        dtype=torch.float64)
     x = strings(N, dtype=torch.float64)
-    score = recognition_score(model, x, vol_labels(config["target"], N),
-                              margin=config["margin"])
-    res = subset_volume(score, model.M, n=config["n"], runs=config["runs"],
-                        moves=config["moves"], max_levels=config["max_levels"],
+    y = vol_labels(config["target"], N)
+    phi = ReadoutScore(model, x, y, margin=config["margin"], readouts=config["readouts"])
+    res = subset_volume(phi, phi.M, n=config["n"], runs=config["runs"],
+                        moves=config["moves"], scale=config["step"],
+                        max_levels=config["max_levels"],
                         n_max=config["n_max"], seed=config["seed"])
+    score = recognition_score(model, x, y, margin=config["margin"])
     cert = -math.inf                      # certified bound: a box around the best point found
     if res["best_score"] > 0:
-        best = res["best"]
+        best = phi.complete(res["best"])
         m0 = model.like().set_flat(best[None])
         r = certified_radius(m0, x, vol_labels(config["target"], N), margin=config["margin"],
                              rtol=RTOL, r_max=BOX)["radius"]
         cert = log_volume_bound(best, r)
     g = torch.Generator().manual_seed(config["seed"] + 7)
     hits, mc_n = 0, 0
-    while mc_n < min(res["evaluations"], VOL_MC_MAX):
+    while mc_n < _vol_mc(res["evaluations"]):
         th = torch.rand(5000, model.M, generator=g, dtype=torch.float64) * 2 - 1
         hits += int((score(th) > 0).sum())
         mc_n += len(th)
-    log_v = res["log_volume"]
+    log_v, interval = res["log_volume"], list(res["interval"])
+    if not res["mixed"]:
+        interval[1] = math.log(wilson_interval(hits, mc_n)[1])
     return {"log_volume": None if math.isinf(log_v) else log_v,
-            "interval": [None if math.isinf(v) else v for v in res["interval"]],
+            "interval": [None if math.isinf(v) else v for v in interval],
+            "split_bound": None if res["mixed"] else res["interval"][1],
             "runs": [None if math.isinf(v) else v for v in res["runs"]],
             "levels": res["levels"], "evaluations": res["evaluations"],
             "M": model.M, "mc_hits": hits, "mc_n": mc_n, "mixed": res["mixed"], "n": res["n"],
             "certified": None if math.isinf(cert) else cert}
 
 
+def _cv(logs):
+    """The coefficient of variation of the runs' V from their logs (the se of log mean V
+    times sqrt(runs), by the delta method: :func:`sensbook.splitting.subset_volume`)."""
+    w = np.exp(logs - logs.max())
+    return float(w.std(ddof=1) / w.mean())
+
+
 def vol_curves(configs, results) -> dict:
     """target -> the curve of ``ch5_certified.log_volume`` over N: arrays ``N``, ``log_v``
     (the estimate; for a refused one, its upper bound), ``se`` (the standard error of the
-    runs' mean log V; 0 where refused), ``censored`` (refused: only the upper bound),
+    log of the runs' mean V; 0 where refused), ``censored`` (refused: only the upper bound),
     ``lo``, ``hi`` (the interval), ``mc_upper`` (log of plain Monte Carlo's 95 % Wilson upper
     end at equal evaluations: its floor) and ``certified`` (-inf where none)."""
     out = {}
@@ -345,7 +372,7 @@ def vol_curves(configs, results) -> dict:
         refused = r["log_volume"] is None
         row = dict(N=c["N"], censored=refused,
                    log_v=r["interval"][1] if refused else r["log_volume"],
-                   se=0.0 if refused else float(runs.std(ddof=1) / math.sqrt(len(runs))),
+                   se=0.0 if refused else _cv(runs) / math.sqrt(len(runs)),
                    lo=-np.inf if refused else r["interval"][0], hi=r["interval"][1],
                    mc_upper=math.log(wilson_interval(r["mc_hits"], r["mc_n"])[1]),
                    certified=-np.inf if r["certified"] is None else r["certified"])
@@ -444,6 +471,10 @@ register(Experiment("ch5_certified.volume", _volume_configs,
 GROWTH_LAWS = {"exponential": lambda N: N, "polynomial": np.log, "flat": None}
 #: Held-out log-likelihood units by which a law must beat every other to be named.
 LAW_MARGIN = 2.0
+#: The least misfit a law is allowed, in nats: a law fitted to two lengths fits them exactly,
+#: and with precise estimates (the read-out integrated out: se 0.05 nats) its held-out
+#: prediction would then be judged at that se. Laws are compared at about 30 % in V.
+LAW_MISFIT_FLOOR = 0.3
 
 
 def _law_nll(p, g, y, se, cens):
@@ -467,11 +498,14 @@ def _fit_law(g, y, se, cens, flat):
     def closure():
         opt.zero_grad()
         q = p * mask
-        loss = _law_nll(torch.stack([q[0], q[1], p[2].clamp(-8, 5)]), g, y, se, cens)
+        loss = _law_nll(torch.stack([q[0], q[1], p[2].clamp(_LOG_FLOOR, 5)]), g, y, se, cens)
         loss.backward()
         return loss
     opt.step(closure)
-    return (p * mask).detach().clone().requires_grad_(False), p[2].detach().clamp(-8, 5)
+    return (p * mask).detach().clone().requires_grad_(False), p[2].detach().clamp(_LOG_FLOOR, 5)
+
+
+_LOG_FLOOR = math.log(LAW_MISFIT_FLOOR)
 
 
 def growth_laws(Ns, log_v, se, censored) -> dict:
@@ -501,8 +535,9 @@ def growth_laws(Ns, log_v, se, censored) -> dict:
 
     Notes
     -----
-    The model: log V(N) ~ Normal(a + b g(N), se_N^2 + s^2), s fitted (the laws' own misfit),
-    with the upper bounds entering as left-censored values. Needs at least three lengths with
+    The model: log V(N) ~ Normal(a + b g(N), se_N^2 + s^2), s fitted (the laws' own misfit,
+    at least :data:`LAW_MISFIT_FLOOR`), with the upper bounds entering as left-censored
+    values. Needs at least three lengths with
     at least two uncensored values.
     """
     Ns, y, se = (np.asarray(v, dtype=float) for v in (Ns, log_v, se))

@@ -10,7 +10,8 @@ reference value, its CPU seconds, and the ratios measured in this run:
 
 * **equal CPU time**: nested sampling (``dynesty``, random-walk proposals, ``logl_max = 0``:
   the run stops at the first dead point of S > 0, whose prior mass ln X is the estimate of
-  log V) runs first; subset simulation (``sb.subset_volume``) at its default sizes; plain Monte
+  log V) runs first; subset simulation (``sb.subset_volume``) at one size (500 points, 4 runs,
+  no doublings: a refused run is -inf); plain Monte
   Carlo then draws as many uniform points as fit in the mean CPU time of the slower of the two
   (its estimate log(hits / n); when no point hits, the 95 % upper bound stands in for it,
   so its error is then the floor's distance from V);
@@ -175,7 +176,9 @@ def main():
             est, secs, calls = [], [], []
             for j in range(a.reps):
                 t0 = time.process_time()
-                r = subset_volume(f, getattr(f, "M", M), n=500, runs=4, moves=10, seed=100 * j)
+                # one size (no doublings: equal work); over phi, the chapter's step
+                r = subset_volume(f, getattr(f, "M", M), n=500, runs=4, moves=10, n_max=500,
+                                  scale=0.25 if f is rs else 0.5, seed=100 * j)
                 secs.append(time.process_time() - t0); est.append(r["log_volume"])
                 calls.append(r["evaluations"])
             rows[meth] = (est, secs, calls)

@@ -120,11 +120,14 @@ class ReadoutScore:
               v(\varphi) = P_r\big(s(x)\,(h_\varphi(x) \cdot w + \omega) > \xi
               \ \text{for every } x\big),
 
-    the fraction of the read-out's box inside a polytope. With ``readouts`` = K read-outs
-    :math:`r_1 \dots r_K` drawn uniformly (new ones each run: :meth:`resample`),
-    :math:`\hat v(\varphi) = \frac1K \sum_k 1[\dots]` (:meth:`weight`) is unbiased for
-    :math:`v(\varphi)`, and it is > 0 exactly where the score
-    :math:`\max_k S(\varphi, r_k) > 0` (:math:`S`: :func:`recognition_score`'s formula).
+    the fraction of the read-out's box inside a polytope. For a fixed :math:`w` the
+    :math:`\omega` that recognise form an interval, of length :math:`\ell(\varphi, w)`
+    (exact). With ``readouts`` = K vectors :math:`w_1 \dots w_K` drawn uniformly (new ones
+    each run: :meth:`resample`), :math:`\hat v(\varphi) = \frac1K \sum_k \ell(\varphi,
+    w_k) / 2B` (:meth:`weight`) is unbiased for :math:`v(\varphi)`, and it is > 0 exactly
+    where the score :math:`\max_k S(\varphi, w_k, \omega_k) > 0` (:math:`S`:
+    :func:`recognition_score`'s formula, :math:`\omega_k` the middle of the interval,
+    clipped to the box; :meth:`complete` assembles that :math:`\theta`).
     Subset simulation over :math:`\varphi` measures :math:`P(\text{score} > 0)`; its last
     population, uniform on that set, measures :math:`\mathbb{E}[\hat v \mid \text{score} >
     0]`; their product is :math:`\mathbb{E}\,\hat v = V` (the book's construction, not the
@@ -137,14 +140,14 @@ class ReadoutScore:
     model, x, labels, margin
         As for :func:`recognition_score`.
     readouts : int
-        K, the read-outs drawn per run (>= 1): :math:`\hat v` resolves :math:`v \ge 1/K`.
+        K, the vectors w drawn per run (>= 1).
     box : float
         B, the half-width of the read-out's box (the same as :func:`subset_volume`'s).
     """
 
     def __init__(self, model: Recognizer, x, labels, *, margin: float = 0.0,
                  readouts: int = 4096, box: float = 1.0):
-        self._one = recognition_score(model, x, labels, margin=margin)   # validates the rest
+        recognition_score(model, x, labels, margin=margin)               # validates them
         self.model, self.x = model, check_strings(x).to(model.dtype)
         self.s = torch.as_tensor(np.asarray(labels)).flatten().bool().to(model.dtype) * 2 - 1
         self.margin, self.K = float(margin), check_int(readouts, "readouts", minimum=1)
@@ -163,6 +166,9 @@ class ReadoutScore:
         """For each phi and read-out w_k: the best omega (the middle of the interval of omega
         that recognises, clipped to the box) and that interval's length, both ``(P, K)``, and
         the outputs ``(P, K, B)`` at the best omega."""
+        if phi.dim() != 2 or phi.shape[1] != self.M:
+            raise ValueError(f"phi must have shape (P, {self.M}) (every parameter but the "
+                             f"read-out), got {tuple(phi.shape)}")
         theta = torch.zeros(len(phi), len(self.mask), dtype=self.model.dtype)
         theta[:, ~self.mask] = phi.to(self.model.dtype)
         hw = (self.model.like(len(phi)).set_flat(theta).features(self.x) @ self.W.T
@@ -259,7 +265,10 @@ def subset_volume(score, M: int, *, box: float = 1.0, n: int = 1000, p0: float =
     ----------
     score : callable
         ``score(theta)`` for ``theta`` float64 ``(P, M)`` returns ``(P,)``: the set is
-        ``score > 0``; ``-inf`` is allowed (e.g. :func:`recognition_score`).
+        ``score > 0``; ``-inf`` is allowed (e.g. :func:`recognition_score`). A score with
+        ``resample(generator)`` (:class:`ReadoutScore`) is resampled at the start of each run,
+        and one with ``weight(theta)`` has the last factor, the fraction above 0, replaced by
+        the mean of ``weight`` over the points above 0 (times that fraction).
     M : int
         The dimension.
     box : float

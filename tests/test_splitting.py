@@ -271,3 +271,6 @@ def test_readout_score_names_bad_arguments():
         ReadoutScore(model, sb.strings(2), [True])
     with pytest.raises(ValueError, match="box"):
         ReadoutScore(model, sb.strings(2), [True] * 4, box=0.0)
+    rs = ReadoutScore(model, sb.strings(2), [True] * 4)
+    with pytest.raises(ValueError, match="phi"):
+        rs(torch.zeros(3, rs.M + 5, dtype=torch.float64))

@@ -504,9 +504,20 @@ class Recognizer(ScoreModule):
 
     @torch.no_grad()
     def features(self, x) -> torch.Tensor:
-        r"""The read-out's input: the last layer norm's output at eos, ``(P, B, D)``, so that
+        r"""The read-out's input: the last layer norm's output at eos, so that
         :math:`T(\theta, x) = h(x) \cdot w + \omega` (the read-out, linear in ``w`` and
-        ``omega``). ``x``: 0/1 strings ``(B, N)`` or ``(P, B, N)``."""
+        ``omega``; :class:`sensbook.ReadoutScore` integrates it out).
+
+        Parameters
+        ----------
+        x : torch.Tensor
+            0/1 strings ``(B, N)`` (the same for every model) or ``(P, B, N)``.
+
+        Returns
+        -------
+        torch.Tensor
+            ``(P, B, D)``.
+        """
         got = []
         self._run(x, edits={("out", 2 * self.L - 1): lambda t: got.append(t[:, :, -1]) or t})
         return got[0]

@@ -158,7 +158,13 @@ class ReadoutScore:
         self.resample(torch.Generator().manual_seed(0))
 
     def resample(self, g: torch.Generator) -> None:
-        """Draw the K read-out vectors w anew from the generator ``g``."""
+        """Draw the K read-out vectors w anew.
+
+        Parameters
+        ----------
+        g : torch.Generator
+            Where they come from (:func:`subset_volume` passes each run's own).
+        """
         self.W = (torch.rand(self.K, self.model.D, generator=g, dtype=self.model.dtype) * 2 - 1
                   ) * self.box
 
@@ -188,18 +194,51 @@ class ReadoutScore:
 
     @torch.no_grad()
     def __call__(self, phi: torch.Tensor) -> torch.Tensor:
-        """The score of each ``phi`` ``(P, M)``: the best of the K read-outs, ``(P,)``."""
+        """The score of each phi: the best of the K read-outs.
+
+        Parameters
+        ----------
+        phi : torch.Tensor
+            ``(P, M)``: every parameter but the read-out, in :meth:`Recognizer.flat`'s order.
+
+        Returns
+        -------
+        torch.Tensor
+            ``(P,)`` float64.
+        """
         return torch.cat([_score(T, self.s, self.margin).amax(1) for _, _, T in self._best(phi)])
 
     @torch.no_grad()
     def weight(self, phi: torch.Tensor) -> torch.Tensor:
         r""":math:`\hat v(\varphi)`: the mean over the K vectors w of the fraction of
-        omega's range that recognises, ``(P,)``."""
+        omega's range that recognises.
+
+        Parameters
+        ----------
+        phi : torch.Tensor
+            ``(P, M)``, as for calling the score.
+
+        Returns
+        -------
+        torch.Tensor
+            ``(P,)`` in [0, 1].
+        """
         return torch.cat([length.mean(1) / (2 * self.box) for _, length, _ in self._best(phi)])
 
     @torch.no_grad()
     def complete(self, phi: torch.Tensor) -> torch.Tensor:
-        """theta ``(M_all,)`` from one ``phi`` ``(M,)``, its best w of the K and omega."""
+        """The whole theta of one phi, with its best w of the K and that w's omega.
+
+        Parameters
+        ----------
+        phi : torch.Tensor
+            ``(M,)``, one point.
+
+        Returns
+        -------
+        torch.Tensor
+            ``(M_all,)``: :meth:`Recognizer.set_flat` takes it (with a leading axis).
+        """
         omega, _, T = self._best(phi[None])[0]
         k = int(_score(T, self.s, self.margin)[0].argmax())
         theta = torch.zeros(len(self.mask), dtype=self.model.dtype)

@@ -66,6 +66,23 @@ def test_forward_and_trace_match_reference(D, L, H, eps):
     assert torch.equal(sb.blowup(m, x), tr.beta)
 
 
+def test_features_are_the_readouts_input():
+    """T = features . w + omega for every model and string; features depend on no read-out
+    parameter; each is a layer norm's output (mean 0 over D, variance var/(var + eps) <= 1)."""
+    m = sb.Recognizer.random(P=3, D=6, L=2, H=2, eps=0.1, init="gaussian", scale=0.7, seed=5,
+                             dtype=torch.float64)
+    x = sb.strings(4)
+    h = m.features(x)
+    assert h.shape == (3, 16, 6)
+    with torch.no_grad():
+        assert torch.allclose((h * m.w[:, None]).sum(-1) + m.omega[:, None],
+                              m(x), atol=1e-12, rtol=0)
+        m.w.mul_(-3.0).add_(1.0)
+        m.omega.add_(2.0)
+    assert torch.equal(m.features(x), h)
+    assert h.mean(-1).abs().max() < 1e-12 and (h.var(-1, unbiased=False) <= 1 + 1e-12).all()
+
+
 def test_per_model_strings_and_float32():
     m = sb.Recognizer.random(P=2, D=8, L=2, H=2, seed=3)
     x = torch.randint(0, 2, (2, 4, 5), generator=torch.Generator().manual_seed(1)).float()

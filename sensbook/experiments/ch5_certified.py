@@ -222,7 +222,13 @@ def attack_one(config: dict) -> dict:
 #: The small space of the volume curves (float64, eps = 0) and the targets: the hard FIRST's
 #: target is FIRST itself, so in one space its volume is FIRST's; CONSTANT accepts every
 #: string; RANDOM is a balanced function with a fixed random table per N.
+#: The two parameter spaces of the approximate-solution volume: the architectures of the
+#: MAJORITY and the PARITY constructions.
+SPACES = {"MAJORITY": dict(D=8, L=1, H=1, F=6), "PARITY": dict(D=18, L=2, H=2, F=16)}
 VOL_SPACE = dict(D=4, L=1, H=1, F=4)
+#: The spaces of log V_f(N): a small one (M = 149), and the PARITY construction's
+#: architecture (M = 4083), where an exact PARITY transformer exists at every N.
+VOL_SPACES = {"small": VOL_SPACE, "PARITY": SPACES["PARITY"]}
 VOL_TARGETS = ("CONSTANT", "FIRST", "MAJORITY", "PARITY", "RANDOM")
 
 
@@ -233,23 +239,36 @@ def vol_sizes(scale: str) -> dict:
     (PARITY's runs agree there at N = 2 and 3). Over phi the walk's step is 0.25 of the spread
     (measured on PARITY at N = 4, 12 runs: the runs' spread 1.4 nats, 1.85 at the default
     0.5). The random function is refused at N = 4 (its runs end at no point, at 150 CPU s),
-    so it stops at 3; PARITY at N = 4 is at the edge of what ``book``'s sizes resolve."""
+    so it stops at 3; PARITY at N = 4 is at the edge of what ``book``'s sizes resolve.
+    ``PARITY``: the lengths per target in the PARITY construction's space, whose plain Monte
+    Carlo check costs 30 times the small space's per point; there PARITY at N = 4 was refused
+    with ``book``'s points (4 runs: -21.8, -23.5, -27.8 and no point; 46 CPU s), and MAJORITY
+    at N = 7 took 336 CPU s."""
+    big = lambda **kw: {"PARITY": {t: kw.get(t, kw["Ns"]) for t in VOL_TARGETS}}
     return pick(scale,
                 ci=dict(Ns=[2, 3, 4], PARITY=[2, 3], RANDOM=[2, 3], MAJORITY=[3, 5, 7], n=200,
-                        runs=4, moves=10, step=0.25, max_levels=20, n_max=400, readouts=256),
+                        runs=4, moves=10, step=0.25, max_levels=20, n_max=400, readouts=256,
+                        spaces=big(Ns=[2, 3], MAJORITY=[3])),
                 book=dict(Ns=[2, 3, 4, 5, 6], PARITY=[2, 3, 4], RANDOM=[2, 3],
                           MAJORITY=[3, 5, 7], n=400, runs=6, moves=10, step=0.25,
-                          max_levels=20, n_max=800, readouts=256),
+                          max_levels=20, n_max=800, readouts=256,
+                          spaces=big(Ns=[2, 3, 4], PARITY=[2, 3], RANDOM=[2, 3],
+                                     MAJORITY=[3])),
                 paper=dict(Ns=list(range(2, 13)), PARITY=list(range(2, 9)),
                            RANDOM=list(range(2, 9)), MAJORITY=[3, 5, 7, 9, 11], n=1000,
                            runs=6, moves=20, step=0.25, max_levels=60, n_max=4000,
-                           readouts=1024))
+                           readouts=1024,
+                           spaces=big(Ns=list(range(2, 9)), PARITY=list(range(2, 7)),
+                                      RANDOM=list(range(2, 7)), MAJORITY=[3, 5, 7])))
 
 
-def vol_lengths(name: str, scale: str) -> list:
-    """The lengths of one target's volume curve at ``scale`` (:func:`vol_sizes`)."""
+def vol_lengths(name: str, scale: str, space: str = "small") -> list:
+    """The lengths of one target's volume curve at ``scale`` in ``space`` (a key of
+    :data:`VOL_SPACES`; :func:`vol_sizes`)."""
     s = vol_sizes(scale)
-    return s.get(name, s["Ns"])
+    if space not in VOL_SPACES:
+        raise ValueError(f"space must be one of {sorted(VOL_SPACES)}, got {space!r}")
+    return s.get(name, s["Ns"]) if space == "small" else s["spaces"][space][name]
 
 
 _HARD = ("PARITY", "RANDOM")
@@ -270,15 +289,18 @@ def vol_labels(name: str, N: int) -> torch.Tensor:
 
 def _vol_configs(scale):
     s = vol_sizes(scale)
-    return [dict(target=t, N=N, margin=MARGIN, seed=17, **VOL_SPACE,
+    return [dict(target=t, N=N, margin=MARGIN, seed=17, space=sp, **VOL_SPACES[sp],
                  **{k: s[k] for k in ("n", "runs", "moves", "step", "max_levels", "n_max",
                                       "readouts")})
-            for t in VOL_TARGETS for N in vol_lengths(t, scale)]
+            for sp in VOL_SPACES for t in VOL_TARGETS for N in vol_lengths(t, scale, sp)]
 
 
 # CPU-seconds per (model x string x position^2), and per (phi x read-out w x string): fitted
 # to the 18 configurations at book on the AMD EPYC (84 s measured, 76 predicted)
 _VOL_UNIT, _READOUT_UNIT = 0.6e-7, 1.0e-8
+#: per space: seconds per configuration, and the cost per unit of the small space's (the
+#: PARITY construction's: its 11 configurations at book measured 48 s, predicted 48)
+_VOL_SPACE_COST = {"small": (0.2, 1.0), "PARITY": (2.5, 2.0)}
 #: Plain Monte Carlo's points beside each estimate: as many as the estimator evaluated, at
 #: least VOL_MC_MIN and at most VOL_MC_MAX (it resolves V down to about 10 / VOL_MC_MAX).
 VOL_MC_MIN, VOL_MC_MAX = 20_000, 50_000
@@ -296,8 +318,9 @@ def _vol_cost(c):
     levels = 2 * (c["N"] - 2) + 1 if hard else int(c["N"] >= 7)
     evals = c["runs"] * c["n"] * (1 + levels * c["moves"]) * (1.5 if hard else 1)
     fwd = _VOL_UNIT * 2 ** c["N"] * (c["N"] + 1) ** 2
-    return 0.2 + fwd * (evals + _vol_mc(evals)) \
-        + _READOUT_UNIT * c["readouts"] * 2 ** c["N"] * evals
+    base, unit = _VOL_SPACE_COST[c.get("space", "small")]
+    return base + unit * (fwd * (evals + _vol_mc(evals))
+                          + _READOUT_UNIT * c["readouts"] * 2 ** c["N"] * evals)
 
 
 def vol_one(config: dict) -> dict:
@@ -360,14 +383,17 @@ def _cv(logs):
     return float(w.std(ddof=1) / w.mean())
 
 
-def vol_curves(configs, results) -> dict:
-    """target -> the curve of ``ch5_certified.log_volume`` over N: arrays ``N``, ``log_v``
+def vol_curves(configs, results, space: str = "small") -> dict:
+    """target -> the curve of ``ch5_certified.log_volume`` in ``space`` (a configuration
+    without ``space`` is the small one) over N: arrays ``N``, ``log_v``
     (the estimate; for a refused one, its upper bound), ``se`` (the standard error of the
     log of the runs' mean V; 0 where refused), ``censored`` (refused: only the upper bound),
     ``lo``, ``hi`` (the interval), ``mc_upper`` (log of plain Monte Carlo's 95 % Wilson upper
     end at equal evaluations: its floor) and ``certified`` (-inf where none)."""
     out = {}
     for c, r in sorted(zip(configs, results), key=lambda cr: (cr[0]["target"], cr[0]["N"])):
+        if c.get("space", "small") != space:
+            continue
         runs = np.array([-np.inf if v is None else v for v in r["runs"]])
         refused = r["log_volume"] is None
         row = dict(N=c["N"], censored=refused,
@@ -383,8 +409,6 @@ def vol_curves(configs, results) -> dict:
 
 
 # ---- the approximate-solution volume ----------------------------------------------------
-#: The two parameter spaces: the architectures of the MAJORITY and the PARITY constructions.
-SPACES = {"MAJORITY": dict(D=8, L=1, H=1, F=6), "PARITY": dict(D=18, L=2, H=2, F=16)}
 VOLUME_INITS = ("uniform", "xavier_normal")      # the box [-1, 1]^M; the book's initialisation
 VOLUME_NS = [3, 5, 7, 9, 11]                     # odd: MAJORITY has no ties
 

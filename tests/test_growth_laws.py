@@ -77,3 +77,33 @@ def test_a_law_fitted_to_two_precise_lengths_is_not_judged_at_their_se():
     r = growth_laws(N, y, np.full(len(N), 0.01), np.zeros(len(N), bool))
     assert r["verdict"] == "exponential", r
     assert r["heldout"]["exponential"] > -5 * len(N) and LAW_MISFIT_FLOOR > 0.05, r
+
+
+def test_the_second_volume_space_is_the_parity_constructions_architecture():
+    """log V_f(N) runs in two spaces; the second is the one where the exact PARITY transformer
+    lives (same shapes, so the same M), and every configuration names its space."""
+    import sensbook as sb
+    from sensbook.experiments import ch5_certified as cc
+    big = cc.VOL_SPACES["PARITY"]
+    m = sb.Recognizer(1, big["D"], big["L"], big["H"], big["F"])
+    assert m.M == sb.parity_transformer().M
+    for scale in ("ci", "book", "paper"):
+        cfg = cc._vol_configs(scale)
+        assert {c["space"] for c in cfg} == set(cc.VOL_SPACES)
+        for c in cfg:
+            assert {k: c[k] for k in "DLHF"} == cc.VOL_SPACES[c["space"]]
+        # PARITY at N = 2 and 3 in both spaces: the chapter's step from 2 to 3 reads them
+        for sp in cc.VOL_SPACES:
+            assert {2, 3} <= set(cc.vol_lengths("PARITY", scale, sp))
+    with pytest.raises(ValueError, match="space must be one of"):
+        cc.vol_lengths("PARITY", "book", "huge")
+
+
+def test_vol_curves_keeps_the_spaces_apart():
+    from sensbook.experiments.ch5_certified import vol_curves
+    cfg = [dict(target="FIRST", N=2, space="small"), dict(target="FIRST", N=2, space="PARITY"),
+           dict(target="FIRST", N=3)]                         # no space: the small one
+    res = [dict(log_volume=v, interval=[v - 1, v + 1], runs=[v, v], mc_hits=5, mc_n=100,
+                certified=None) for v in (-4.0, -3.0, -5.0)]
+    assert vol_curves(cfg, res)["FIRST"]["log_v"].tolist() == [-4.0, -5.0]
+    assert vol_curves(cfg, res, "PARITY")["FIRST"]["log_v"].tolist() == [-3.0]

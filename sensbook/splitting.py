@@ -227,7 +227,9 @@ class ReadoutScore:
 
     @torch.no_grad()
     def complete(self, phi: torch.Tensor) -> torch.Tensor:
-        """The whole theta of one phi, with its best w of the K and that w's omega.
+        """The whole theta of one phi, with its best w of the K drawn last (:meth:`resample`)
+        and that w's omega. A point :func:`subset_volume` found was scored with its own run's
+        read-outs: its ``best_theta`` is that point completed with them.
 
         Parameters
         ----------
@@ -245,6 +247,12 @@ class ReadoutScore:
         theta[~self.mask] = phi.to(self.model.dtype)
         theta[self.mask] = torch.cat([self.W[k], omega[0, k:k + 1]])
         return theta
+
+
+def _completed(score, point):
+    """The whole theta of a score with ``complete`` (:class:`ReadoutScore`), taken in the run
+    that found the point: the next run draws other read-outs."""
+    return score.complete(point) if hasattr(score, "complete") else None
 
 
 def _one_run(score, M, B, n, p0, moves, scale, max_levels, g):
@@ -265,14 +273,16 @@ def _one_run(score, M, B, n, p0, moves, scale, max_levels, g):
                 frac *= float(score.weight(theta[S > 0]).mean())
             v = log_v + math.log(frac) if frac > 0 else -math.inf
             j = int(torch.argmax(S))
-            return v, levels, evals, acc, log_v, theta[j], float(S[j])   # log_v: P(S > c)
+            return v, levels, evals, acc, log_v, theta[j], float(S[j]), \
+                _completed(score, theta[j])                         # log_v: P(S > c)
         above = S > c
         k = int(above.sum())
         if k == 0:                                         # ties at the level: use >=
             above, k = S >= c, int((S >= c).sum())
             if k == n:
                 j = int(torch.argmax(S))                   # no progress: a flat score
-                return -math.inf, levels, evals, acc, log_v, theta[j], float(S[j])
+                return -math.inf, levels, evals, acc, log_v, theta[j], float(S[j]), \
+                    _completed(score, theta[j])
         log_v += math.log(k / n)
         levels += 1
         seeds, sS = theta[above], S[above]
@@ -343,8 +353,10 @@ def subset_volume(score, M: int, *, box: float = 1.0, n: int = 1000, p0: float =
         log V), ``volume`` (exp of ``log_volume``), ``runs`` (each run's log V), ``levels``
         (per run), ``evaluations`` (score evaluations, all runs), ``acceptance`` (the
         mean fraction of accepted moves), ``best`` (the point of highest score in the last
-        populations, ``(M,)``), ``best_score``, ``mixed`` (the runs agree) and ``n`` (the
-        points per level of the runs reported).
+        populations, ``(M,)``), ``best_score``, ``best_theta`` (for a score with
+        ``complete``, :class:`ReadoutScore`: the whole theta of ``best``, completed with the
+        read-outs of the run that found it; None otherwise), ``mixed`` (the runs agree) and
+        ``n`` (the points per level of the runs reported).
 
     Notes
     -----
@@ -407,7 +419,7 @@ def subset_volume(score, M: int, *, box: float = 1.0, n: int = 1000, p0: float =
         lo, hi = mean - half, mean + half
     j = int(np.argmax([o[6] for o in out]))
     return {"log_volume": mean, "interval": (lo, hi), "volume": math.exp(mean),
-            "best": out[j][5], "best_score": out[j][6],
+            "best": out[j][5], "best_score": out[j][6], "best_theta": out[j][7],
             "runs": logs.tolist(), "levels": [o[1] for o in out], "mixed": mixed, "n": n,
             "evaluations": evals,
             "acceptance": float(np.mean(acc)) if acc else math.nan}

@@ -263,6 +263,20 @@ def test_a_readout_score_volume_equals_plain_monte_carlo_over_all_of_theta(f, N,
         res, k / n_mc)
 
 
+@pytest.mark.parametrize("f", ["ZERO", "FIRST"])
+def test_the_best_point_is_completed_with_the_read_outs_of_its_own_run(f):
+    """Each run draws new read-outs, so the best point of an earlier run completed with the
+    last run's would be another theta; best_theta is completed in the run that found it: the
+    full model's score there is the best score (the certificate is computed around it)."""
+    model, x, y, rs, _ = _phi_and_full(f, 2, 1, seed=2)
+    res = subset_volume(rs, rs.M, n=100, runs=4, moves=2, seed=5)
+    full = recognition_score(model, x, y, margin=0.01)
+    assert res["best_theta"].shape == (model.M,) and res["best_score"] > 0, res
+    assert abs(float(full(res["best_theta"][None])[0]) - res["best_score"]) < 1e-9
+    assert subset_volume(lambda th: 0.5 - th.abs().amax(1), 3, n=50, runs=2)["best_theta"] \
+        is None
+
+
 def test_readout_score_names_bad_arguments():
     model = sb.Recognizer(1, 2, 1, 1, 2, dtype=torch.float64)
     with pytest.raises(ValueError, match="readouts"):

@@ -353,7 +353,7 @@ def vol_one(config: dict) -> dict:
     score = recognition_score(model, x, y, margin=config["margin"])
     cert = -math.inf                      # certified bound: a box around the best point found
     if res["best_score"] > 0:
-        best = phi.complete(res["best"])
+        best = res["best_theta"]                # completed with its own run's read-outs
         m0 = model.like().set_flat(best[None])
         r = certified_radius(m0, x, vol_labels(config["target"], N), margin=config["margin"],
                              rtol=RTOL, r_max=BOX)["radius"]

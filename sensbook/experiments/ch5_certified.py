@@ -240,10 +240,10 @@ def vol_sizes(scale: str) -> dict:
     (measured on PARITY at N = 4, 12 runs: the runs' spread 1.4 nats, 1.85 at the default
     0.5). The random function is refused at N = 4 (its runs end at no point, at 150 CPU s),
     so it stops at 3; PARITY at N = 4 is at the edge of what ``book``'s sizes resolve.
-    ``PARITY``: the lengths per target in the PARITY construction's space, whose plain Monte
-    Carlo check costs 30 times the small space's per point; there PARITY at N = 4 was refused
-    with ``book``'s points (4 runs: -21.8, -23.5, -27.8 and no point; 46 CPU s), and MAJORITY
-    at N = 7 took 336 CPU s."""
+    ``spaces``: the lengths per target in the PARITY construction's space, where a point costs
+    more (measured: the constant at N = 6 took 21 CPU s there, MAJORITY at N = 5 54 and at
+    N = 7 336); there PARITY at N = 4 was refused with ``book``'s points (4 runs: -21.8,
+    -23.5, -27.8 and no point; 46 CPU s)."""
     big = lambda **kw: {"PARITY": {t: kw.get(t, kw["Ns"]) for t in VOL_TARGETS}}
     return pick(scale,
                 ci=dict(Ns=[2, 3, 4], PARITY=[2, 3], RANDOM=[2, 3], MAJORITY=[3, 5, 7], n=200,

@@ -219,14 +219,14 @@ def attack_one(config: dict) -> dict:
 
 
 # ---- the exact-recognition volume V_f(N), by subset simulation -------------------------
+#: The architectures of the MAJORITY and the PARITY constructions: the two spaces of the
+#: approximate-solution volume, and the PARITY one the second space of V_f(N).
+SPACES = {"MAJORITY": dict(D=8, L=1, H=1, F=6), "PARITY": dict(D=18, L=2, H=2, F=16)}
 #: The small space of the volume curves (float64, eps = 0) and the targets: the hard FIRST's
 #: target is FIRST itself, so in one space its volume is FIRST's; CONSTANT accepts every
 #: string; RANDOM is a balanced function with a fixed random table per N.
-#: The two parameter spaces of the approximate-solution volume: the architectures of the
-#: MAJORITY and the PARITY constructions.
-SPACES = {"MAJORITY": dict(D=8, L=1, H=1, F=6), "PARITY": dict(D=18, L=2, H=2, F=16)}
 VOL_SPACE = dict(D=4, L=1, H=1, F=4)
-#: The spaces of log V_f(N): a small one (M = 149), and the PARITY construction's
+#: The spaces of log V_f(N): the small one (M = 149), and the PARITY construction's
 #: architecture (M = 4083), where an exact PARITY transformer exists at every N.
 VOL_SPACES = {"small": VOL_SPACE, "PARITY": SPACES["PARITY"]}
 VOL_TARGETS = ("CONSTANT", "FIRST", "MAJORITY", "PARITY", "RANDOM")

@@ -107,3 +107,27 @@ def test_vol_curves_keeps_the_spaces_apart():
                 certified=None) for v in (-4.0, -3.0, -5.0)]
     assert vol_curves(cfg, res)["FIRST"]["log_v"].tolist() == [-4.0, -5.0]
     assert vol_curves(cfg, res, "PARITY")["FIRST"]["log_v"].tolist() == [-3.0]
+
+
+def test_the_volume_certificates_are_ordered_and_the_attack_brackets_the_cube():
+    """vol_one's certificates around the best point: the affine cube at least the interval
+    one (up to the bisections' tolerances), the attack's breaking radius above the affine
+    radius (the cube is sound against it), and the cube at r_up at least the certified one;
+    in the construction's space no attack runs."""
+    import math
+
+    from sensbook.experiments import ch5_certified as cc
+    sizes = dict(n=60, runs=2, moves=3, step=0.25, max_levels=6, n_max=120, readouts=32)
+    for space, attack in (("small", cc.ATTACK_SEARCH["ci"]), ("PARITY", None)):
+        c = dict(target="FIRST", N=2, margin=cc.MARGIN, seed=3, space=space,
+                 **cc.VOL_SPACES[space], attack=attack, **sizes)
+        r = cc.vol_one(c)
+        assert r["r_tight"] > 0 and r["certified"] is not None, r
+        if r["certified_interval"] is not None:
+            slack = r["M"] * math.log(1 + cc.TIGHT_RTOL)
+            assert r["certified"] >= r["certified_interval"] - slack, r
+        if attack is None:
+            assert r["r_up"] is None and r["cube_upper"] is None, r
+        else:
+            assert r["r_up"] is None or r["r_up"] > r["r_tight"], r
+            assert r["cube_upper"] >= r["certified"], r

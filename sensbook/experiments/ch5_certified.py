@@ -291,6 +291,7 @@ def vol_labels(name: str, N: int) -> torch.Tensor:
 def _vol_configs(scale):
     s = vol_sizes(scale)
     return [dict(target=t, N=N, margin=MARGIN, seed=17, space=sp, **VOL_SPACES[sp],
+                 attack=ATTACK_SEARCH[scale] if sp == "small" else None,
                  **{k: s[k] for k in ("n", "runs", "moves", "step", "max_levels", "n_max",
                                       "readouts")})
             for sp in VOL_SPACES for t in VOL_TARGETS for N in vol_lengths(t, scale, sp)]
@@ -302,6 +303,10 @@ _VOL_UNIT, _READOUT_UNIT = 0.6e-7, 1.0e-8
 #: per space: seconds per configuration, and the cost per unit of the small space's (the
 #: PARITY construction's: its 11 configurations at book measured 48 s, predicted 48)
 _VOL_SPACE_COST = {"small": (0.2, 1.0), "PARITY": (2.5, 2.0)}
+#: per space: the certificates and attack around the best point, seconds a cell and per
+#: (string x position^2) (book, AMD EPYC: they added 20 s to the small space's 18 cells,
+#: 58 s to the construction's 11, 2 s at N = 2 to 13 s at N = 4 there)
+_VOL_CERT_COST = {"small": (0.6, 2e-4), "PARITY": (1.0, 0.032)}
 #: Plain Monte Carlo's points beside each estimate: as many as the estimator evaluated, at
 #: least VOL_MC_MIN and at most VOL_MC_MAX (it resolves V down to about 10 / VOL_MC_MAX).
 VOL_MC_MIN, VOL_MC_MAX = 20_000, 50_000
@@ -320,8 +325,10 @@ def _vol_cost(c):
     evals = c["runs"] * c["n"] * (1 + levels * c["moves"]) * (1.5 if hard else 1)
     fwd = _VOL_UNIT * 2 ** c["N"] * (c["N"] + 1) ** 2
     base, unit = _VOL_SPACE_COST[c.get("space", "small")]
-    return base + unit * (fwd * (evals + _vol_mc(evals))
-                          + _READOUT_UNIT * c["readouts"] * 2 ** c["N"] * evals)
+    cert, per = _VOL_CERT_COST[c.get("space", "small")]
+    return (base + cert + per * 2 ** c["N"] * (c["N"] + 1) ** 2
+            + unit * (fwd * (evals + _vol_mc(evals))
+                      + _READOUT_UNIT * c["readouts"] * 2 ** c["N"] * evals))
 
 
 def vol_one(config: dict) -> dict:
@@ -338,7 +345,15 @@ def vol_one(config: dict) -> dict:
     as the estimator evaluated, within :data:`VOL_MC_MIN` and :data:`VOL_MC_MAX`),
     ``mixed`` and ``n`` (the mixing check, the points per level reported) and ``certified``
     (:func:`log_volume_bound` of the certified box around the best point the estimator
-    found; None when it found none). Where the estimate is refused, the interval's upper end
+    found, by :func:`sensbook.zonotope.tight_bounds`, bisected to TIGHT_RTOL; None when it
+    found none) beside ``certified_interval`` (the cube of interval arithmetic alone,
+    :func:`sensbook.certified_radius`), ``r_tight`` (that radius); with ``attack`` (the
+    search, as ``ATTACK_SEARCH``; the small space only, as in the construction's space it
+    costs several times the estimate), ``r_up`` (:func:`sensbook.attack.attack_radius`
+    from ``r_tight`` to ATTACK_RTOL: the smallest radius at which the attack broke a label;
+    None where it broke none up to the box, or no cube was certified or no attack run) and
+    ``cube_upper`` (:func:`log_volume_bound` at ``r_up``: no cube around the point that
+    keeps every label is larger). Where the estimate is refused, the interval's upper end
     is plain Monte Carlo's 95 % Wilson upper end (a bound that holds), and ``split_bound`` the
     splitting's own (the runs' last level: no bound where their chains were trapped)."""
     N = check_n(config["N"])
@@ -352,13 +367,21 @@ def vol_one(config: dict) -> dict:
                         max_levels=config["max_levels"],
                         n_max=config["n_max"], seed=config["seed"])
     score = recognition_score(model, x, y, margin=config["margin"])
-    cert = -math.inf                      # certified bound: a box around the best point found
+    cert = {"interval": -math.inf, "tight": -math.inf}    # a cube around the best point found
+    r, r_up, cube_up = 0.0, math.inf, math.inf
     if res["best_score"] > 0:
         best = res["best_theta"]                # completed with its own run's read-outs
         m0 = model.like().set_flat(best[None])
-        r = certified_radius(m0, x, vol_labels(config["target"], N), margin=config["margin"],
-                             rtol=RTOL, r_max=BOX)["radius"]
-        cert = log_volume_bound(best, r)
+        for kind, bounds, rtol in (("interval", None, RTOL),
+                                   ("tight", tight_bounds, TIGHT_RTOL)):
+            r = certified_radius(m0, x, y, margin=config["margin"], rtol=rtol, r_max=BOX,
+                                 bounds=bounds)["radius"]
+            cert[kind] = log_volume_bound(best, r)
+        if r > 0 and config.get("attack"):        # how far the tight cube is from the largest
+            r_up = attack_radius(m0, x, y, margin=config["margin"], r_start=r, r_max=BOX,
+                                 rtol=ATTACK_RTOL, seed=config["seed"],
+                                 **config["attack"])["r_up"]
+            cube_up = log_volume_bound(best, min(r_up, 2 * BOX))
     g = torch.Generator().manual_seed(config["seed"] + 7)
     hits, mc_n = 0, 0
     while mc_n < _vol_mc(res["evaluations"]):
@@ -374,7 +397,11 @@ def vol_one(config: dict) -> dict:
             "runs": [None if math.isinf(v) else v for v in res["runs"]],
             "levels": res["levels"], "evaluations": res["evaluations"],
             "M": model.M, "mc_hits": hits, "mc_n": mc_n, "mixed": res["mixed"], "n": res["n"],
-            "certified": None if math.isinf(cert) else cert}
+            "r_tight": r, "r_up": None if math.isinf(r_up) else r_up,
+            "cube_upper": None if math.isinf(cube_up) else cube_up,
+            **{k: None if math.isinf(v) else v
+               for k, v in (("certified", cert["tight"]),
+                            ("certified_interval", cert["interval"]))}}
 
 
 def _cv(logs):

@@ -348,8 +348,8 @@ def vol_one(config: dict) -> dict:
     found, by :func:`sensbook.zonotope.tight_bounds`, bisected to TIGHT_RTOL; None when it
     found none) beside ``certified_interval`` (the cube of interval arithmetic alone,
     :func:`sensbook.certified_radius`), ``r_tight`` (that radius); with ``attack`` (the
-    search, as ``ATTACK_SEARCH``; the small space only, as in the construction's space it
-    costs several times the estimate), ``r_up`` (:func:`sensbook.attack.attack_radius`
+    search, as ``ATTACK_SEARCH``; the small space only: in the construction's space it
+    costs about as much again as the estimate, measured at book), ``r_up`` (:func:`sensbook.attack.attack_radius`
     from ``r_tight`` to ATTACK_RTOL: the smallest radius at which the attack broke a label;
     None where it broke none up to the box, or no cube was certified or no attack run) and
     ``cube_upper`` (:func:`log_volume_bound` at ``r_up``: no cube around the point that

@@ -349,8 +349,9 @@ def vol_one(config: dict) -> dict:
     found none) beside ``certified_interval`` (the cube of interval arithmetic alone,
     :func:`sensbook.certified_radius`), ``r_tight`` (that radius); with ``attack`` (the
     search, as ``ATTACK_SEARCH``; the small space only: in the construction's space it
-    costs about as much again as the estimate, measured at book), ``r_up`` (:func:`sensbook.attack.attack_radius`
-    from ``r_tight`` to ATTACK_RTOL: the smallest radius at which the attack broke a label;
+    costs about as much again as the estimate, measured at book), ``r_up``
+    (:func:`sensbook.attack.attack_radius` from ``r_tight`` to ATTACK_RTOL: the smallest
+    radius at which the attack broke a label;
     None where it broke none up to the box, or no cube was certified or no attack run) and
     ``cube_upper`` (:func:`log_volume_bound` at ``r_up``: no cube around the point that
     keeps every label is larger). Where the estimate is refused, the interval's upper end
@@ -377,6 +378,7 @@ def vol_one(config: dict) -> dict:
             r = certified_radius(m0, x, y, margin=config["margin"], rtol=rtol, r_max=BOX,
                                  bounds=bounds)["radius"]
             cert[kind] = log_volume_bound(best, r)
+        # r is now the affine (tight) radius, the last one bisected
         if r > 0 and config.get("attack"):        # how far the tight cube is from the largest
             r_up = attack_radius(m0, x, y, margin=config["margin"], r_start=r, r_max=BOX,
                                  rtol=ATTACK_RTOL, seed=config["seed"],

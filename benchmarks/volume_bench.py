@@ -28,6 +28,11 @@ reference value, its CPU seconds, and the ratios measured in this run:
   chapter's estimator's (``subset-r`` on the recognizer, ``subset`` elsewhere).
 
 Everything is measured with this process's CPU time, one thread (robust on a shared machine).
+
+``--chunks`` measures only the read-out score's chunking: one call on 400 points (256
+read-outs, as the chapter) with its (P, K, B) outputs scored about 2^18 at a time
+(``ReadoutScore.CHUNK_BITS``, cache-sized) against 2^22, the ratio of the two, and whether
+their scores and weights are the same bit for bit.
 """
 from __future__ import annotations
 
@@ -124,14 +129,38 @@ def nested(score, M, seed, nlive, walks, dynesty, maxcall=3_000_000):
     return float(logvol[above[0] - 1]) if len(above) else float(logvol[-1]), int(sum(r.ncall))
 
 
+def chunks(reps=3):
+    print(f"{'target':9s} {'N':>2s} {'2^22 s':>8s} {'2^18 s':>8s} {'ratio':>6s}  same")
+    for t, N in (("FIRST", 4), ("MAJORITY", 7), ("PARITY", 6)):
+        model = sb.Recognizer(1, **cc.VOL_SPACE, dtype=torch.float64)
+        rs = ReadoutScore(model, sb.strings(N, dtype=torch.float64), cc.vol_labels(t, N),
+                          margin=cc.MARGIN, readouts=256)
+        phi = torch.rand(400, rs.M, generator=torch.Generator().manual_seed(N),
+                         dtype=torch.float64) * 2 - 1
+        secs, outs = [], []
+        for bits in (22, 18):
+            rs.CHUNK_BITS = bits
+            rs(phi)                                            # warm
+            t0 = time.process_time()
+            for _ in range(reps):
+                S = rs(phi)
+            secs.append((time.process_time() - t0) / reps)
+            outs.append((S, rs.weight(phi)))
+        same = all(torch.equal(a, b) for a, b in zip(*outs))
+        print(f"{t:9s} {N:2d} {secs[0]:8.3f} {secs[1]:8.3f} {secs[0] / secs[1]:6.2f}  {same}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--reps", type=int, default=3)
     # a shared machine: --quick --reps 2 takes about ten CPU minutes, mostly dynesty's
     ap.add_argument("--quick", action="store_true", help="smaller cases (a smoke run)")
     ap.add_argument("--dynesty-path", default=None, help="a folder to import dynesty from")
+    ap.add_argument("--chunks", action="store_true", help="only the read-out score's chunking")
     a = ap.parse_args()
     torch.set_num_threads(1)
+    if a.chunks:
+        return chunks()
     if a.dynesty_path:
         sys.path.insert(0, a.dynesty_path)
     try:

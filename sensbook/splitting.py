@@ -99,13 +99,14 @@ def recognition_score(model: Recognizer, x, labels, *, margin: float = 0.0):
     return score
 
 
-def _score(T, s, margin):
-    """recognition_score's formula over the last axis (the strings) of the outputs ``T``."""
+def _score(T, s, margin, finite=None):
+    """recognition_score's formula over the last axis (the strings) of the outputs ``T``;
+    ``finite``, where given, is ``isfinite(T).all(-1)`` already known."""
     m = (T * s).double() - margin
     wrong = (m <= 0).sum(-1).double()
     q = m.clamp(max=0).sum(-1)
     g = torch.where(wrong == 0, m.amin(-1), -wrong + 0.5 * q / (1 + q.abs()))
-    return torch.where(torch.isfinite(T).all(-1), g, -torch.inf)
+    return torch.where(torch.isfinite(T).all(-1) if finite is None else finite, g, -torch.inf)
 
 
 class ReadoutScore:
@@ -157,6 +158,11 @@ class ReadoutScore:
         self.M = int((~self.mask).sum())
         self.resample(torch.Generator().manual_seed(0))
 
+    #: The (P, K, B) outputs are scored about 2^CHUNK_BITS at a time: they then stay in the
+    #: cache through the score's passes (``benchmarks/volume_bench.py --chunks``: 2 to 3
+    #: times faster than 2^22 on the AMD EPYC, the same scores bit for bit).
+    CHUNK_BITS = 18
+
     def resample(self, g: torch.Generator) -> None:
         """Draw the K read-out vectors w anew.
 
@@ -168,29 +174,44 @@ class ReadoutScore:
         self.W = (torch.rand(self.K, self.model.D, generator=g, dtype=self.model.dtype) * 2 - 1
                   ) * self.box
 
-    def _omega(self, phi):
-        """For each phi and read-out w_k: the best omega (the middle of the interval of omega
-        that recognises, clipped to the box) and that interval's length, both ``(P, K)``, and
-        the outputs ``(P, K, B)`` at the best omega."""
+    def _features(self, phi):
+        """The read-out's input h ``(P, B, D)`` of each phi."""
         if phi.dim() != 2 or phi.shape[1] != self.M:
             raise ValueError(f"phi must have shape (P, {self.M}) (every parameter but the "
                              f"read-out), got {tuple(phi.shape)}")
         theta = torch.zeros(len(phi), len(self.mask), dtype=self.model.dtype)
         theta[:, ~self.mask] = phi.to(self.model.dtype)
-        hw = (self.model.like(len(phi)).set_flat(theta).features(self.x) @ self.W.T
-              ).transpose(1, 2)                                              # (P, K, B)
+        return self.model.like(len(phi)).set_flat(theta).features(self.x)
+
+    def _omega(self, h):
+        """For each phi (its features h) and read-out w_k: the best omega (the middle of the
+        interval of omega that recognises, clipped to the box) and that interval's length,
+        both ``(P, K)``, the outputs ``(P, K, B)`` at the best omega, and whether they are
+        finite ``(P, 1)``."""
+        hw = (h @ self.W.T).transpose(1, 2)                                  # (P, K, B)
         pos, B = self.s > 0, self.box
-        lo = (self.margin - hw[..., pos]).amax(-1) if pos.any() else hw.new_full(hw.shape[:2], -B)
-        hi = (-self.margin - hw[..., ~pos]).amin(-1) if (~pos).any() else \
+        # max_x (xi - hw) = xi - min_x hw, exactly (rounding is monotone), without the
+        # (P, K, B) difference; likewise min_x (-xi - hw)
+        lo = self.margin - hw[..., pos].amin(-1) if pos.any() else hw.new_full(hw.shape[:2], -B)
+        hi = -self.margin - hw[..., ~pos].amax(-1) if (~pos).any() else \
             hw.new_full(hw.shape[:2], B)
         lo, hi = lo.clamp(min=-B), hi.clamp(max=B)                         # omega in (lo, hi)
         omega = ((lo + hi) / 2).clamp(-B, B)
-        return omega, (hi - lo).clamp(min=0).nan_to_num(0.0), hw + omega[..., None]
+        # a string's outputs are finite for every w exactly where its features are (an
+        # infinite or NaN feature gives an infinite or NaN h . w, whatever w)
+        finite = torch.isfinite(h).all(-1).all(-1)[:, None]                  # (P, 1)
+        return omega, (hi - lo).clamp(min=0).nan_to_num(0.0), hw + omega[..., None], finite
 
     def _best(self, phi):
-        """(P, K) scores S(phi, w_k, best omega), in chunks of models."""
-        step = max(1, (1 << 22) // (self.K * len(self.x)))
-        return [self._omega(phi[i:i + step]) for i in range(0, len(phi), step)]
+        """_omega's four, in chunks of models: the forward pass about 2^22 outputs at a
+        time, the (P, K, B) outputs about 2^CHUNK_BITS (they then stay in the cache through
+        the score's several passes)."""
+        per = self.K * len(self.x)
+        big, small = max(1, (1 << 22) // per), max(1, (1 << self.CHUNK_BITS) // per)
+        for i in range(0, len(phi), big):
+            h = self._features(phi[i:i + big])
+            for j in range(0, len(h), small):
+                yield self._omega(h[j:j + small])
 
     @torch.no_grad()
     def __call__(self, phi: torch.Tensor) -> torch.Tensor:
@@ -206,7 +227,8 @@ class ReadoutScore:
         torch.Tensor
             ``(P,)`` float64.
         """
-        return torch.cat([_score(T, self.s, self.margin).amax(1) for _, _, T in self._best(phi)])
+        return torch.cat([_score(T, self.s, self.margin, fin).amax(1)
+                          for _, _, T, fin in self._best(phi)])
 
     @torch.no_grad()
     def weight(self, phi: torch.Tensor) -> torch.Tensor:
@@ -223,7 +245,7 @@ class ReadoutScore:
         torch.Tensor
             ``(P,)`` in [0, 1].
         """
-        return torch.cat([length.mean(1) / (2 * self.box) for _, length, _ in self._best(phi)])
+        return torch.cat([length.mean(1) / (2 * self.box) for _, length, _, _ in self._best(phi)])
 
     @torch.no_grad()
     def complete(self, phi: torch.Tensor) -> torch.Tensor:
@@ -241,8 +263,8 @@ class ReadoutScore:
         torch.Tensor
             ``(M_all,)``: :meth:`Recognizer.set_flat` takes it (with a leading axis).
         """
-        omega, _, T = self._best(phi[None])[0]
-        k = int(_score(T, self.s, self.margin)[0].argmax())
+        omega, _, T, fin = next(self._best(phi[None]))
+        k = int(_score(T, self.s, self.margin, fin)[0].argmax())
         theta = torch.zeros(len(self.mask), dtype=self.model.dtype)
         theta[~self.mask] = phi.to(self.model.dtype)
         theta[self.mask] = torch.cat([self.W[k], omega[0, k:k + 1]])

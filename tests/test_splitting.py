@@ -288,3 +288,15 @@ def test_readout_score_names_bad_arguments():
     rs = ReadoutScore(model, sb.strings(2), [True] * 4)
     with pytest.raises(ValueError, match="phi"):
         rs(torch.zeros(3, rs.M + 5, dtype=torch.float64))
+
+
+def test_readout_score_is_the_same_in_any_chunks_and_minus_infinity_where_a_feature_is_not_finite():
+    """The (P, K, B) outputs are scored in cache-sized chunks of models: any chunk size gives
+    the same scores and weights, bit for bit; a phi whose features are NaN (a NaN parameter)
+    scores -inf, never a class, and weighs 0."""
+    model, x, y, rs, phi = _phi_and_full("FIRST", 3, 300, seed=5)
+    phi[7, 0] = math.nan
+    S, v = rs(phi), rs.weight(phi)
+    rs.CHUNK_BITS = 9                                   # 1 model a chunk (K B = 512)
+    assert torch.equal(rs(phi), S) and torch.equal(rs.weight(phi), v)
+    assert S[7] == -math.inf and v[7] == 0 and torch.isfinite(S[:7]).all()

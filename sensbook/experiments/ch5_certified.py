@@ -255,12 +255,12 @@ def vol_sizes(scale: str) -> dict:
                           max_levels=20, n_max=800, readouts=256,
                           spaces=big(Ns=[2, 3, 4], PARITY=[2, 3], RANDOM=[2, 3],
                                      MAJORITY=[3])),
-                paper=dict(Ns=list(range(2, 13)), PARITY=list(range(2, 9)),
-                           RANDOM=list(range(2, 9)), MAJORITY=[3, 5, 7, 9, 11], n=1000,
+                paper=dict(Ns=list(range(2, 13)), PARITY=list(range(2, 7)),
+                           RANDOM=list(range(2, 6)), MAJORITY=[3, 5, 7, 9, 11], n=1000,
                            runs=6, moves=20, step=0.25, max_levels=60, n_max=4000,
                            readouts=1024,
-                           spaces=big(Ns=list(range(2, 9)), PARITY=list(range(2, 7)),
-                                      RANDOM=list(range(2, 7)), MAJORITY=[3, 5, 7])))
+                           spaces=big(Ns=list(range(2, 9)), PARITY=list(range(2, 6)),
+                                      RANDOM=list(range(2, 6)), MAJORITY=[3, 5, 7])))
 
 
 def vol_lengths(name: str, scale: str, space: str = "small") -> list:
@@ -319,10 +319,17 @@ def _vol_mc(evaluations):
 def _vol_cost(c):
     # levels over phi (measured at book): none for the constant, FIRST and MAJORITY up to
     # N = 5 (their read-out alone makes a tenth of phi recognise), one at N = 7; PARITY and
-    # RANDOM about 2 (N - 2) + 1, and their first size is sometimes refused (twice the points)
+    # RANDOM about 2 (N - 2) + 1, and their first size is sometimes refused (twice the points).
+    # Beyond book's lengths a hard cell is priced as refused (PARITY at N = 5 with paper's
+    # sizes ran past 40 CPU min, priced at 507 s as resolved): every size from n to n_max,
+    # each run climbing until its level stalls (10 levels more, at most max_levels).
     hard = c["target"] in _HARD
     levels = 2 * (c["N"] - 2) + 1 if hard else int(c["N"] >= 7)
-    evals = c["runs"] * c["n"] * (1 + levels * c["moves"]) * (1.5 if hard else 1)
+    sizes = 1.5 if hard else 1
+    if hard and c["N"] > max(vol_lengths(c["target"], "book", c.get("space", "small"))):
+        levels = min(levels + 10, c["max_levels"])
+        sizes = sum(2 ** k for k in range(int(math.log2(c["n_max"] / c["n"])) + 1))
+    evals = c["runs"] * c["n"] * (1 + levels * c["moves"]) * sizes
     fwd = _VOL_UNIT * 2 ** c["N"] * (c["N"] + 1) ** 2
     base, unit = _VOL_SPACE_COST[c.get("space", "small")]
     cert, per = _VOL_CERT_COST[c.get("space", "small")]

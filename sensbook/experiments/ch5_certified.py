@@ -244,7 +244,12 @@ def vol_sizes(scale: str) -> dict:
     more (measured: the constant at N = 6 took 21 CPU s there, MAJORITY at N = 5 54 and at
     N = 7 336); there PARITY at N = 4 was refused with ``book``'s points (4 runs: -21.8,
     -23.5, -27.8 and no point; 46 CPU s), and estimated with ``paper``'s (n = 1000, 20
-    moves, 1024 read-outs; 4 runs from -20.0 to -23.9: -21.1 [-23.2, -19.0], 313 CPU s)."""
+    moves, 1024 read-outs; 4 runs from -20.0 to -23.9: -21.1 [-23.2, -19.0], 313 CPU s);
+    ``book``'s 6 runs with 20 moves give -23.5 [-24.4, -22.6] in 123 CPU s, with 1024
+    read-outs -22.7 [-23.9, -21.4] in 331 (at n = 800). ``paper``'s lengths of PARITY and
+    the random function stop two or three past ``book``'s: such a cell is priced as refused
+    (:func:`_vol_cost`), 0.5 to 3 CPU hours each, and a longer one would cost more
+    than it could resolve."""
     big = lambda **kw: {"PARITY": {t: kw.get(t, kw["Ns"]) for t in VOL_TARGETS}}
     return pick(scale,
                 ci=dict(Ns=[2, 3, 4], PARITY=[2, 3], RANDOM=[2, 3], MAJORITY=[3, 5, 7], n=200,

@@ -61,8 +61,8 @@ BOOK_BUDGET_SECONDS = 20 * 60
 #: bar and ``sensbook list`` read measured seconds. Absent: 1. The four ``ch5_certified``
 #: models were refitted after that (issue 45): their factors were measured on 2026-12-07 on
 #: the 2-core AMD EPYC (AVX2; a fresh-clone ``make book`` of 49d846a, and ``log_volume`` again
-#: after the read-out score's chunking) and divided by 1.09, that machine's CPU seconds over
-#: these factors' for every other experiment of the same build.
+#: after the read-out score's chunking) and divided by 1.09: on that build every other
+#: experiment took 1.09 times the CPU seconds these factors predict.
 COST_CALIBRATION = {
     "ch1.random_functions": 0.37, "ch2.control": 0.35, "ch2.e1": 0.56, "ch2.e1_unmarked": 0.47,
     "ch3.box_scan": 0.65, "ch3.dictators": 0.97, "ch3.influence": 1.93, "ch3.lipschitz": 0.47,
